@@ -1,0 +1,35 @@
+#pragma once
+// The canonical Merkle digest of a Graph.
+//
+// A node's digest covers its op, its attributes (ordered by name), its output
+// types and the digests of its inputs in order, never its name or its id. The
+// graph digest covers the outputs in order plus the sorted multiset of all node
+// digests, so it does not depend on the order independent nodes were added.
+//
+// Symbolic dims are renamed to canonical names s0, s1, ... in order of first
+// appearance over the graph inputs (by position, shape before strides); symbols
+// that appear only on intermediate values follow, sorted by their given name.
+
+#include <kcache/cachekey/graph.h>
+#include <kcache/cachekey/sha256.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kcache::cachekey {
+
+using SymbolMap = std::map<std::string, std::string, std::less<>>;
+
+struct GraphDigest {
+  Digest root{};
+  std::vector<Digest> node_digests; // indexed by NodeId
+  SymbolMap symbols;                // given symbol name -> canonical name
+};
+
+GraphDigest digest_graph(const Graph& graph);
+
+// Canonical rendering of a type after symbol renaming (used by explain).
+std::string canonical_type_string(const TensorType& type, const SymbolMap& symbols);
+
+} // namespace kcache::cachekey

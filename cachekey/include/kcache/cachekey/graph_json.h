@@ -1,0 +1,15 @@
+#pragma once
+// The JSON graph format (documented in cachekey/GRAPH_FORMAT.md).
+
+#include <kcache/cachekey/graph.h>
+
+#include <string>
+#include <string_view>
+#include <tl/expected.hpp>
+
+namespace kcache::cachekey {
+
+tl::expected<Graph, GraphError> parse_graph_json(std::string_view text);
+std::string graph_to_json(const Graph& graph);
+
+} // namespace kcache::cachekey

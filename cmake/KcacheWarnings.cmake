@@ -1,0 +1,13 @@
+# Project-wide compile flags: strict warnings, and sanitizers when asked for.
+# Applied through an interface target so third-party code is not affected.
+add_library(kcache_build_flags INTERFACE)
+target_compile_options(kcache_build_flags INTERFACE
+  -Wall -Wextra -Werror -Wpedantic -Wshadow -Wnon-virtual-dtor
+  -Wold-style-cast -Wcast-align -Woverloaded-virtual -Wimplicit-fallthrough)
+
+if(KCACHE_SANITIZE)
+  message(STATUS "kcache: building with AddressSanitizer + UBSan")
+  set(_kcache_san -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
+  target_compile_options(kcache_build_flags INTERFACE ${_kcache_san})
+  target_link_options(kcache_build_flags INTERFACE ${_kcache_san})
+endif()

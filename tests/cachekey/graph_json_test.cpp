@@ -1,0 +1,105 @@
+#include "test_graphs.h"
+
+#include <kcache/cachekey/graph_digest.h>
+#include <kcache/cachekey/graph_json.h>
+
+#include <gtest/gtest.h>
+
+namespace kcache::cachekey {
+namespace {
+
+constexpr const char* kMlp = R"({
+  "format": "kcache-graph/1",
+  "inputs": [
+    {"name": "x", "type": {"dtype": "f32", "shape": ["batch", 64]}},
+    {"name": "w", "type": {"dtype": "f32", "shape": [64, 32], "strides": [1, 64]}}
+  ],
+  "nodes": [
+    {"name": "relu", "op": "aten.relu", "inputs": ["mm"],
+     "outputs": [{"dtype": "f32", "shape": ["batch", 32]}]},
+    {"name": "mm", "op": "aten.mm", "inputs": ["x", "w"], "attrs": {"alpha": 1.0, "tags": ["a", 2]},
+     "outputs": [{"dtype": "f32", "shape": ["batch", 32]}]}
+  ],
+  "outputs": ["relu"]
+})";
+
+TEST(GraphJson, ParsesNodesInAnyOrder) {
+  auto g = parse_graph_json(kMlp);
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+  EXPECT_EQ(g->nodes().size(), 4U);
+  EXPECT_EQ(g->inputs().size(), 2U);
+  ASSERT_EQ(g->outputs().size(), 1U);
+  EXPECT_EQ(g->nodes()[g->outputs()[0].node].op, "aten.relu");
+}
+
+TEST(GraphJson, RoundTripKeepsDigest) {
+  auto g = parse_graph_json(kMlp);
+  ASSERT_TRUE(g.has_value());
+  auto again = parse_graph_json(graph_to_json(*g));
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_EQ(digest_graph(*g).root, digest_graph(*again).root);
+
+  const Graph block = testing::make_block();
+  auto block_again = parse_graph_json(graph_to_json(block));
+  ASSERT_TRUE(block_again.has_value()) << block_again.error().message;
+  EXPECT_EQ(digest_graph(block).root, digest_graph(*block_again).root);
+}
+
+struct BadGraph {
+  const char* name;
+  const char* text;
+  const char* message_part;
+};
+
+class GraphJsonErrors : public ::testing::TestWithParam<BadGraph> {};
+
+TEST_P(GraphJsonErrors, ClearMessage) {
+  auto g = parse_graph_json(GetParam().text);
+  ASSERT_FALSE(g.has_value());
+  EXPECT_NE(g.error().message.find(GetParam().message_part), std::string::npos)
+      << g.error().message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Bad, GraphJsonErrors,
+    ::testing::Values(
+        BadGraph{"not_json", "{nope", "not valid JSON"},
+        BadGraph{"not_object", "[1,2]", "JSON object"},
+        BadGraph{"format", R"({"format":"other/9"})", "unsupported graph format"},
+        BadGraph{"cycle",
+                 R"({"nodes":[{"name":"a","op":"f","inputs":["b"]},{"name":"b","op":"f","inputs":["a"]}]})",
+                 "cycle"},
+        BadGraph{"unknown_ref", R"({"nodes":[{"name":"a","op":"f","inputs":["zz"]}]})",
+                 "unknown node 'zz'"},
+        BadGraph{"duplicate", R"({"nodes":[{"name":"a","op":"f"},{"name":"a","op":"g"}]})",
+                 "duplicate"},
+        BadGraph{"bad_output_index",
+                 R"({"nodes":[{"name":"a","op":"f","outputs":[{"dtype":"f32"}]},{"name":"b","op":"g","inputs":["a:3"]}]})",
+                 "no output 3"},
+        BadGraph{"bad_dim", R"({"inputs":[{"name":"x","type":{"dtype":"f32","shape":[1.5]}}]})",
+                 "shape entries"},
+        BadGraph{"rank_mismatch",
+                 R"({"inputs":[{"name":"x","type":{"dtype":"f32","shape":[2,2],"strides":[1]}}]})",
+                 "differ in rank"},
+        BadGraph{"missing_op", R"({"nodes":[{"name":"a"}]})", "\"op\""},
+        BadGraph{"bad_attr", R"({"nodes":[{"name":"a","op":"f","attrs":{"k":{"x":1}}}]})",
+                 "attribute values"}),
+    [](const auto& p) { return std::string(p.param.name); });
+
+TEST(GraphJson, DeepChainDoesNotOverflowTheStack) {
+  std::string text = R"({"inputs":[{"name":"n0","type":{"dtype":"f32","shape":[1]}}],"nodes":[)";
+  constexpr int kDepth = 20000;
+  // Listed in reverse so the parser must resolve a 20000-deep dependency chain.
+  for (int i = kDepth; i >= 1; --i) {
+    text += R"({"name":"n)" + std::to_string(i) + R"(","op":"neg","inputs":["n)" +
+            std::to_string(i - 1) + R"("],"outputs":[{"dtype":"f32","shape":[1]}]})";
+    text += i > 1 ? "," : "";
+  }
+  text += "]}";
+  auto g = parse_graph_json(text);
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+  EXPECT_EQ(g->nodes().size(), static_cast<std::size_t>(kDepth + 1));
+}
+
+} // namespace
+} // namespace kcache::cachekey

@@ -1,0 +1,62 @@
+#include <kcache/cachekey/guards.h>
+#include <kcache/cachekey/options.h>
+
+#include <gtest/gtest.h>
+
+namespace kcache::cachekey {
+namespace {
+
+std::string norm(std::string_view g, const SymbolMap& symbols = {}) {
+  auto out = normalize_guard(g, symbols);
+  EXPECT_TRUE(out.has_value()) << (out ? "" : out.error().message);
+  return out.value_or("");
+}
+
+TEST(Guards, CanonicalSpelling) {
+  EXPECT_EQ(norm("s0%16==0"), "s0 % 16 == 0");
+  EXPECT_EQ(norm("0 == s0 % 16"), "s0 % 16 == 0");
+  EXPECT_EQ(norm("s0 > 2"), "2 < s0");
+  EXPECT_EQ(norm("s0>=2"), "2 <= s0");
+  EXPECT_EQ(norm("2 <= s0 <= 4096"), "2 <= s0 <= 4096"); // chains keep their shape
+  EXPECT_EQ(norm("x.stride( 1 ) == 1"), "x.stride(1) == 1");
+  EXPECT_EQ(norm("-1 == s0"), "s0 == -1");
+  EXPECT_EQ(norm("y.size(0) == s1"), "s1 == y.size(0)");
+  EXPECT_EQ(norm("Eq(Mod(s0, 16), 0)"), "Eq(Mod(s0, 16), 0)");
+}
+
+TEST(Guards, SymbolRenamingSkipsAttributes) {
+  const SymbolMap symbols{{"batch", "s0"}, {"stride", "s9"}};
+  EXPECT_EQ(norm("batch % 8 == 0", symbols), "s0 % 8 == 0");
+  EXPECT_EQ(norm("x.stride(0) == batch", symbols), "s0 == x.stride(0)");
+}
+
+TEST(Guards, SetIsSortedAndDeduplicated) {
+  const std::vector<std::string> guards = {"s0 < 9", "s0>1", "s0 < 9", "1<s0"};
+  auto out = normalize_guards(guards);
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(*out, (std::vector<std::string>{"1 < s0", "s0 < 9"}));
+}
+
+TEST(Guards, Errors) {
+  EXPECT_FALSE(normalize_guard("").has_value());
+  EXPECT_FALSE(normalize_guard("s0 $ 2").has_value());
+  EXPECT_FALSE(normalize_guard("(s0 == 2").has_value());
+  EXPECT_FALSE(normalize_guard("s0 == 2)").has_value());
+}
+
+TEST(Options, DropsPathAndDiagnosticFlags) {
+  const std::vector<std::string> flags = {"-O3",        "-I",   "/a", "-I/b", "-isystem", "/c",
+                                          "-Wall",      "-w",   "-o", "x.o",  "-DZ=1",    "-DA",
+                                          "-Wl,--as-needed",    "--use_fast_math", "-DZ=2"};
+  EXPECT_EQ(normalize_options(flags),
+            (std::vector<std::string>{"-O3", "-Wl,--as-needed", "--use_fast_math", "-DA", "-DZ=2"}));
+}
+
+TEST(Options, OrderOfOtherFlagsMatters) {
+  const std::vector<std::string> a = {"-O3", "-ffast-math"};
+  const std::vector<std::string> b = {"-ffast-math", "-O3"};
+  EXPECT_NE(options_digest(normalize_options(a)), options_digest(normalize_options(b)));
+}
+
+} // namespace
+} // namespace kcache::cachekey
