@@ -1,0 +1,61 @@
+#pragma once
+// Action cache + content-addressed storage over any Store, as in Bazel's
+// remote execution API: the action cache maps a key to a record (the key
+// manifest, the output files' digests and sizes, who produced them, metadata);
+// the CAS maps sha256 -> blob, so identical binaries reached from different
+// keys are stored once. Every blob is checked against its digest on read.
+
+#include <kcache/cachekey/key_manifest.h>
+#include <kcache/storage/store.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kcache::storage {
+
+struct ArtifactFile {
+  std::string name; // "kernel.cubin", "kernel.ptx", "log.txt"
+  Bytes data;
+};
+
+struct OutputRef {
+  std::string name;
+  std::string digest; // sha256 hex
+  std::uint64_t size = 0;
+  friend bool operator==(const OutputRef&, const OutputRef&) = default;
+};
+
+struct ActionRecord {
+  std::string key;
+  cachekey::KeyManifest manifest;
+  std::vector<OutputRef> outputs;
+  std::string producer; // "kcache-worker@host", "torch-rank-0"
+  std::int64_t created_ms = 0;
+  std::map<std::string, std::string> metadata; // timings, compile log summary...
+};
+
+struct Artifact {
+  ActionRecord record;
+  std::vector<ArtifactFile> files; // in record.outputs order
+};
+
+std::string record_to_json(const ActionRecord& record);
+Result<ActionRecord> record_from_json(std::string_view text);
+
+class ArtifactStore {
+public:
+  explicit ArtifactStore(Store& store) : store_(store) {}
+
+  Result<ActionRecord> put(const cachekey::KeyManifest& manifest, std::vector<ArtifactFile> files,
+                           std::string producer, std::map<std::string, std::string> metadata = {});
+  // A miss when the record or any of its blobs is missing or fails its digest.
+  Result<std::optional<Artifact>> get(std::string_view key);
+  Result<std::optional<ActionRecord>> get_record(std::string_view key);
+
+private:
+  Store& store_;
+};
+
+} // namespace kcache::storage

@@ -1,0 +1,47 @@
+#pragma once
+// In-process tier: a byte-bounded LRU. Holds raw (verified) values, so it
+// carries no frame. Thread-safe.
+
+#include <kcache/storage/store.h>
+
+#include <list>
+#include <mutex>
+#include <unordered_map>
+
+namespace kcache::storage {
+
+class MemoryStore final : public Store {
+public:
+  explicit MemoryStore(std::uint64_t capacity_bytes);
+
+  std::string name() const override { return "memory"; }
+  GetResult get(Area area, std::string_view key) override;
+  Result<void> put(Area area, std::string_view key, std::string_view value) override;
+  Result<bool> contains(Area area, std::string_view key) override;
+  Result<void> remove(Area area, std::string_view key) override;
+  Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
+
+  std::uint64_t size_bytes() const;
+  std::uint64_t capacity_bytes() const { return capacity_; }
+
+private:
+  struct Entry {
+    Area area;
+    std::string key;
+    Bytes value;
+    std::int64_t created_ms;
+    std::int64_t last_access_ms;
+  };
+  using Lru = std::list<Entry>; // front = most recently used
+
+  static std::string index_key(Area area, std::string_view key);
+  void erase_locked(Lru::iterator it);
+
+  const std::uint64_t capacity_;
+  mutable std::mutex mu_;
+  Lru lru_;
+  std::unordered_map<std::string, Lru::iterator> index_;
+  std::uint64_t bytes_ = 0;
+};
+
+} // namespace kcache::storage

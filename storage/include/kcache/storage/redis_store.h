@@ -1,0 +1,65 @@
+#pragma once
+// The shared cluster tier on Redis, through hiredis. Every call has a connect
+// deadline and an operation deadline; consecutive failures open a circuit
+// breaker so a dead Redis costs callers nothing. Keys are namespaced
+// "<ns>:<ac|cas>:<key>". Values expire by TTL if one is set, and otherwise by
+// Redis' own maxmemory policy (allkeys-lru is the intended setting).
+
+#include <kcache/storage/circuit_breaker.h>
+#include <kcache/storage/store.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace kcache::storage {
+
+struct RedisOptions {
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  std::string ns = "kcache";
+  std::string password;
+  int db = 0;
+  std::chrono::milliseconds connect_timeout{200};
+  std::chrono::milliseconds op_timeout{500};
+  std::optional<std::chrono::seconds> ttl;
+  std::size_t max_idle_connections = 16;
+  CircuitBreakerOptions breaker;
+};
+
+class RedisStore final : public Store {
+public:
+  // Does not connect: a Redis that is down at start-up is a runtime miss.
+  explicit RedisStore(RedisOptions options);
+  ~RedisStore() override;
+
+  std::string name() const override { return "redis"; }
+  GetResult get(Area area, std::string_view key) override;
+  Result<void> put(Area area, std::string_view key, std::string_view value) override;
+  Result<bool> contains(Area area, std::string_view key) override;
+  Result<void> remove(Area area, std::string_view key) override;
+  Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
+  std::vector<GetResult> get_many(Area area, std::span<const std::string> keys) override;
+
+  CircuitBreaker::State breaker_state() const { return breaker_.state(); }
+  std::string redis_key(Area area, std::string_view key) const;
+
+  struct Connection; // a hiredis context, defined in the .cpp
+  struct Reply;      // a hiredis reply, defined in the .cpp
+  using Command = std::vector<std::string>;
+
+private:
+  Result<std::vector<std::unique_ptr<Reply>>> run(const std::vector<Command>& pipeline);
+  Result<std::unique_ptr<Reply>> run_one(Command command);
+  Result<std::unique_ptr<Connection>> checkout();
+  void checkin(std::unique_ptr<Connection> connection);
+
+  const RedisOptions options_;
+  CircuitBreaker breaker_;
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<Connection>> idle_;
+};
+
+} // namespace kcache::storage

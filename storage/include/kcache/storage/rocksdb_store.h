@@ -1,0 +1,84 @@
+#pragma once
+// The embedded node-local tier on RocksDB. Needs no server.
+//
+// - Column families: "ac" and "cas" hold values (BlobDB keeps large ones in
+//   blob files, out of the LSM), "access" holds per-entry metadata (size,
+//   created, last access).
+// - Capacity is bounded with LRU-by-access eviction. Reads do not write: they
+//   mark the key as touched in memory, and touches are flushed as a batch of
+//   merge operands (max of last-access times) every interval or batch size.
+// - A value RocksDB reports as corrupt (bad block or blob checksum) is a miss;
+//   it is deleted and counted.
+
+#include <kcache/storage/store.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+namespace rocksdb {
+class DB;
+class ColumnFamilyHandle;
+} // namespace rocksdb
+
+namespace kcache::storage {
+
+struct RocksDbOptions {
+  std::string path;
+  std::uint64_t capacity_bytes = 10ULL << 30;
+  // Eviction goes down to this fraction of the capacity, so it runs rarely.
+  double evict_to_fraction = 0.9;
+  std::uint64_t min_blob_size = 4096;
+  std::uint64_t block_cache_bytes = 64ULL << 20;
+  std::chrono::milliseconds access_flush_interval{1000};
+  std::size_t access_flush_batch = 4096;
+};
+
+class RocksDbStore final : public Store {
+public:
+  static Result<std::unique_ptr<RocksDbStore>> open(const RocksDbOptions& options);
+  ~RocksDbStore() override;
+
+  std::string name() const override { return "rocksdb"; }
+  GetResult get(Area area, std::string_view key) override;
+  Result<void> put(Area area, std::string_view key, std::string_view value) override;
+  Result<bool> contains(Area area, std::string_view key) override;
+  Result<void> remove(Area area, std::string_view key) override;
+  Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
+  std::vector<GetResult> get_many(Area area, std::span<const std::string> keys) override;
+
+  std::uint64_t size_bytes() const { return total_bytes_.load(); }
+  std::uint64_t capacity_bytes() const { return options_.capacity_bytes; }
+  // Writes pending access times now (also done on a timer and on close).
+  Result<void> flush_access_times();
+  // Flushes memtables to SST/blob files (tests, shutdown, backups).
+  Result<void> flush();
+  // Evicts least recently accessed entries until at most target_bytes remain.
+  Result<std::uint64_t> evict_to(std::uint64_t target_bytes);
+
+  struct Handles; // RocksDB handles, defined in the .cpp
+  // Only open() can make the key, so only open() constructs a store.
+  class OpenKey {
+    friend class RocksDbStore;
+    OpenKey() = default;
+  };
+  RocksDbStore(OpenKey, RocksDbOptions options, std::unique_ptr<Handles> handles);
+
+private:
+  rocksdb::ColumnFamilyHandle* family(Area area) const;
+  void touch(Area area, std::string_view key);
+  void maybe_evict();
+  void drop_corrupt(Area area, std::string_view key, const std::string& why);
+
+  RocksDbOptions options_;
+  std::unique_ptr<Handles> handles_;
+  std::atomic<std::uint64_t> total_bytes_{0};
+  std::mutex write_mu_; // orders size accounting of puts and removes
+  std::mutex evict_mu_;
+  std::mutex touch_mu_;
+  std::unordered_map<std::string, std::int64_t> touched_; // index key -> last access
+  std::chrono::steady_clock::time_point last_touch_flush_ = std::chrono::steady_clock::now();
+};
+
+} // namespace kcache::storage

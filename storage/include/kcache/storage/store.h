@@ -1,0 +1,82 @@
+#pragma once
+// The one storage interface every tier implements (memory, RocksDB, Redis, and
+// the decorators that compose them). Modelled on ccache's remote storage and
+// Buildbarn's BlobAccess: small, and failures are values, never exceptions.
+//
+// A miss is not an error: get() returns an empty optional. Errors mean the tier
+// could not answer (unreachable, timed out, I/O failure); callers that fail
+// open treat them as misses, but count them apart.
+
+#include <kcache/storage/store_counters.h>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tl/expected.hpp>
+#include <vector>
+
+namespace kcache::storage {
+
+// Action cache (key -> manifest) and CAS (sha256 -> blob), as in Bazel's REAPI.
+enum class Area : std::uint8_t { kAction = 0, kCas = 1 };
+std::string_view area_name(Area area);
+
+// Values are byte strings; std::string keeps RocksDB and hiredis copies cheap.
+using Bytes = std::string;
+
+struct StoreError {
+  enum class Code { kUnavailable, kTimeout, kIo, kCorrupt, kInvalidArgument, kTooLarge };
+  Code code = Code::kIo;
+  std::string message;
+};
+std::string_view error_code_name(StoreError::Code code);
+
+template <typename T> using Result = tl::expected<T, StoreError>;
+using GetResult = Result<std::optional<Bytes>>;
+
+struct ObjectInfo {
+  Area area = Area::kAction;
+  std::string key;
+  std::uint64_t size = 0;          // bytes as stored (framed, compressed)
+  std::int64_t created_ms = 0;     // unix ms; 0 when the tier does not know
+  std::int64_t last_access_ms = 0; // unix ms; 0 when the tier does not know
+};
+
+struct ListOptions {
+  std::optional<Area> area;  // both areas when empty
+  std::string prefix;        // key prefix filter
+  std::size_t limit = SIZE_MAX;
+};
+
+class Store {
+public:
+  virtual ~Store() = default;
+  Store() = default;
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // For logs and metrics: "memory", "rocksdb", "redis", "tiered".
+  virtual std::string name() const = 0;
+
+  virtual GetResult get(Area area, std::string_view key) = 0;
+  virtual Result<void> put(Area area, std::string_view key, std::string_view value) = 0;
+  virtual Result<bool> contains(Area area, std::string_view key) = 0;
+  // Removing a missing key succeeds.
+  virtual Result<void> remove(Area area, std::string_view key) = 0;
+  virtual Result<std::vector<ObjectInfo>> list(const ListOptions& options) = 0;
+  // One result per key, in order. The default asks get() per key; tiers with a
+  // native batch read (RocksDB MultiGet, Redis MGET) override it.
+  virtual std::vector<GetResult> get_many(Area area, std::span<const std::string> keys);
+
+  virtual CounterSnapshot counters() const { return counters_.snapshot(); }
+
+protected:
+  StoreCounters counters_;
+};
+
+// Wall-clock now in unix milliseconds (stored metadata uses wall time).
+std::int64_t unix_now_ms();
+
+} // namespace kcache::storage

@@ -1,0 +1,39 @@
+#pragma once
+// Composes tiers, fastest first (memory -> RocksDB -> Redis).
+//   get:  read-through; a hit in tier i is backfilled into tiers 0..i-1.
+//   put:  write-through to every tier; succeeds if any tier took the value.
+//   A tier that fails (down, timed out) counts an error and is treated as a
+//   miss for that call: the caller never sees an error while any tier answers.
+
+#include <kcache/storage/store.h>
+
+#include <memory>
+#include <vector>
+
+namespace kcache::storage {
+
+class TieredStore final : public Store {
+public:
+  explicit TieredStore(std::vector<std::unique_ptr<Store>> tiers);
+
+  std::string name() const override { return "tiered"; }
+  GetResult get(Area area, std::string_view key) override;
+  Result<void> put(Area area, std::string_view key, std::string_view value) override;
+  Result<bool> contains(Area area, std::string_view key) override;
+  Result<void> remove(Area area, std::string_view key) override;
+  // The union over tiers; per key the largest size and latest access.
+  Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
+  std::vector<GetResult> get_many(Area area, std::span<const std::string> keys) override;
+
+  std::size_t tier_count() const { return tiers_.size(); }
+  const Store& tier(std::size_t i) const { return *tiers_.at(i); }
+  Store& tier(std::size_t i) { return *tiers_.at(i); }
+
+private:
+  void backfill(std::size_t below, Area area, std::string_view key, std::string_view value);
+  void note_tier_error(std::size_t tier, const StoreError& error);
+
+  std::vector<std::unique_ptr<Store>> tiers_;
+};
+
+} // namespace kcache::storage

@@ -1,0 +1,127 @@
+#include <kcache/cachekey/sha256.h>
+#include <kcache/storage/artifact_store.h>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+namespace kcache::storage {
+
+using nlohmann::json;
+
+std::string record_to_json(const ActionRecord& r) {
+  json outputs = json::array();
+  for (const OutputRef& o : r.outputs) {
+    outputs.push_back({{"name", o.name}, {"digest", o.digest}, {"size", o.size}});
+  }
+  return json{{"key", r.key},
+              {"manifest", json::parse(cachekey::manifest_to_json(r.manifest))},
+              {"outputs", std::move(outputs)},
+              {"producer", r.producer},
+              {"created_ms", r.created_ms},
+              {"metadata", r.metadata}}
+      .dump();
+}
+
+Result<ActionRecord> record_from_json(std::string_view text) {
+  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto corrupt = [](std::string why) {
+    return tl::unexpected(StoreError{StoreError::Code::kCorrupt, "action record: " + std::move(why)});
+  };
+  if (doc.is_discarded() || !doc.is_object()) {
+    return corrupt("not a JSON object");
+  }
+  try {
+    ActionRecord r;
+    r.key = doc.at("key").get<std::string>();
+    auto manifest = cachekey::manifest_from_json(doc.at("manifest").dump());
+    if (!manifest) {
+      return corrupt(manifest.error().message);
+    }
+    r.manifest = std::move(*manifest);
+    if (r.manifest.key() != r.key) {
+      return corrupt("manifest does not hash to the record's key");
+    }
+    for (const json& o : doc.at("outputs")) {
+      r.outputs.push_back(OutputRef{o.at("name").get<std::string>(), o.at("digest").get<std::string>(),
+                                    o.at("size").get<std::uint64_t>()});
+    }
+    r.producer = doc.value("producer", std::string());
+    r.created_ms = doc.value("created_ms", std::int64_t{0});
+    r.metadata = doc.value("metadata", std::map<std::string, std::string>());
+    return r;
+  } catch (const json::exception& e) {
+    return corrupt(e.what());
+  }
+}
+
+Result<ActionRecord> ArtifactStore::put(const cachekey::KeyManifest& manifest,
+                                        std::vector<ArtifactFile> files, std::string producer,
+                                        std::map<std::string, std::string> metadata) {
+  ActionRecord record{manifest.key(), manifest, {}, std::move(producer), unix_now_ms(),
+                      std::move(metadata)};
+  // Blobs first: a record must never point at a blob that is not there yet.
+  for (ArtifactFile& file : files) {
+    const std::string digest = cachekey::to_hex(cachekey::Sha256::of(file.data));
+    auto present = store_.contains(Area::kCas, digest);
+    if (!present || !*present) {
+      if (auto ok = store_.put(Area::kCas, digest, file.data); !ok) {
+        return tl::unexpected(ok.error());
+      }
+    }
+    record.outputs.push_back(OutputRef{std::move(file.name), digest, file.data.size()});
+  }
+  if (auto ok = store_.put(Area::kAction, record.key, record_to_json(record)); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  return record;
+}
+
+Result<std::optional<ActionRecord>> ArtifactStore::get_record(std::string_view key) {
+  auto raw = store_.get(Area::kAction, key);
+  if (!raw) {
+    return tl::unexpected(raw.error());
+  }
+  if (!raw->has_value()) {
+    return std::optional<ActionRecord>{};
+  }
+  auto record = record_from_json(**raw);
+  if (!record || record->key != key) {
+    spdlog::warn("action cache: unusable record for {} deleted: {}", key,
+                 record ? "stored under another key" : record.error().message);
+    (void)store_.remove(Area::kAction, key);
+    return std::optional<ActionRecord>{};
+  }
+  return std::optional<ActionRecord>{std::move(*record)};
+}
+
+Result<std::optional<Artifact>> ArtifactStore::get(std::string_view key) {
+  auto record = get_record(key);
+  if (!record || !record->has_value()) {
+    return record ? Result<std::optional<Artifact>>(std::optional<Artifact>{})
+                  : tl::unexpected(record.error());
+  }
+  std::vector<std::string> digests;
+  for (const OutputRef& o : (*record)->outputs) {
+    digests.push_back(o.digest);
+  }
+  std::vector<GetResult> blobs = store_.get_many(Area::kCas, digests);
+  Artifact artifact{std::move(**record), {}};
+  for (std::size_t i = 0; i < blobs.size(); ++i) {
+    if (!blobs[i]) {
+      return tl::unexpected(blobs[i].error());
+    }
+    const OutputRef& out = artifact.record.outputs[i];
+    if (!blobs[i]->has_value()) {
+      return std::optional<Artifact>{}; // incomplete: a miss, never a partial artifact
+    }
+    if (cachekey::to_hex(cachekey::Sha256::of(**blobs[i])) != out.digest) {
+      spdlog::warn("CAS blob {} does not match its digest; deleted", out.digest);
+      (void)store_.remove(Area::kCas, out.digest);
+      return std::optional<Artifact>{};
+    }
+    artifact.files.push_back(ArtifactFile{out.name, std::move(**blobs[i])});
+  }
+  return std::optional<Artifact>{std::move(artifact)};
+}
+
+} // namespace kcache::storage

@@ -1,0 +1,64 @@
+#include <kcache/storage/framed_store.h>
+
+#include <spdlog/spdlog.h>
+
+namespace kcache::storage {
+
+FramedStore::FramedStore(std::unique_ptr<Store> inner, FrameOptions options)
+    : inner_(std::move(inner)), options_(options) {}
+
+GetResult FramedStore::verify(Area area, std::string_view key, GetResult framed) {
+  if (!framed || !framed->has_value()) {
+    return framed;
+  }
+  auto raw = decode_frame(**framed);
+  if (raw) {
+    return std::optional<Bytes>{std::move(*raw)};
+  }
+  StoreCounters::bump(counters_.corrupt);
+  spdlog::warn("{} tier: {} entry '{}' deleted: {}", inner_->name(), area_name(area), key,
+               raw.error().message);
+  if (auto removed = inner_->remove(area, key); !removed) {
+    spdlog::warn("{} tier: could not delete corrupt entry: {}", inner_->name(),
+                 removed.error().message);
+  }
+  return std::optional<Bytes>{};
+}
+
+GetResult FramedStore::get(Area area, std::string_view key) {
+  return verify(area, key, inner_->get(area, key));
+}
+
+std::vector<GetResult> FramedStore::get_many(Area area, std::span<const std::string> keys) {
+  std::vector<GetResult> results = inner_->get_many(area, keys);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    results[i] = verify(area, keys[i], std::move(results[i]));
+  }
+  return results;
+}
+
+Result<void> FramedStore::put(Area area, std::string_view key, std::string_view value) {
+  return inner_->put(area, key, encode_frame(value, options_));
+}
+
+Result<bool> FramedStore::contains(Area area, std::string_view key) {
+  return inner_->contains(area, key);
+}
+
+Result<void> FramedStore::remove(Area area, std::string_view key) { return inner_->remove(area, key); }
+
+Result<std::vector<ObjectInfo>> FramedStore::list(const ListOptions& options) {
+  return inner_->list(options);
+}
+
+CounterSnapshot FramedStore::counters() const {
+  CounterSnapshot c = inner_->counters();
+  const std::uint64_t corrupt = counters_.corrupt.load(std::memory_order_relaxed);
+  c.corrupt += corrupt;
+  // A corrupt value was a hit for the inner tier but a miss for our callers.
+  c.hits -= std::min(c.hits, corrupt);
+  c.misses += corrupt;
+  return c;
+}
+
+} // namespace kcache::storage

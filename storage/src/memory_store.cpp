@@ -1,0 +1,90 @@
+#include <kcache/storage/memory_store.h>
+
+namespace kcache::storage {
+
+MemoryStore::MemoryStore(std::uint64_t capacity_bytes) : capacity_(capacity_bytes) {}
+
+std::string MemoryStore::index_key(Area area, std::string_view key) {
+  std::string out(1, static_cast<char>(area));
+  out.append(key);
+  return out;
+}
+
+void MemoryStore::erase_locked(Lru::iterator it) {
+  bytes_ -= it->value.size();
+  index_.erase(index_key(it->area, it->key));
+  lru_.erase(it);
+}
+
+GetResult MemoryStore::get(Area area, std::string_view key) {
+  std::lock_guard lock(mu_);
+  const auto it = index_.find(index_key(area, key));
+  if (it == index_.end()) {
+    StoreCounters::bump(counters_.misses);
+    return std::optional<Bytes>{};
+  }
+  lru_.splice(lru_.begin(), lru_, it->second);
+  it->second->last_access_ms = unix_now_ms();
+  StoreCounters::bump(counters_.hits);
+  StoreCounters::bump(counters_.bytes_read, it->second->value.size());
+  return std::optional<Bytes>{it->second->value};
+}
+
+Result<void> MemoryStore::put(Area area, std::string_view key, std::string_view value) {
+  if (value.size() > capacity_) {
+    // Larger than the whole tier: keeping it would evict everything else.
+    return tl::unexpected(StoreError{StoreError::Code::kTooLarge,
+                                     "value of " + std::to_string(value.size()) +
+                                         " bytes exceeds the memory tier capacity"});
+  }
+  std::lock_guard lock(mu_);
+  if (const auto it = index_.find(index_key(area, key)); it != index_.end()) {
+    erase_locked(it->second);
+  }
+  while (!lru_.empty() && bytes_ + value.size() > capacity_) {
+    erase_locked(std::prev(lru_.end()));
+    StoreCounters::bump(counters_.evictions);
+  }
+  const std::int64_t now = unix_now_ms();
+  lru_.push_front(Entry{area, std::string(key), Bytes(value), now, now});
+  index_.emplace(index_key(area, key), lru_.begin());
+  bytes_ += value.size();
+  StoreCounters::bump(counters_.puts);
+  StoreCounters::bump(counters_.bytes_written, value.size());
+  return {};
+}
+
+Result<bool> MemoryStore::contains(Area area, std::string_view key) {
+  std::lock_guard lock(mu_);
+  return index_.count(index_key(area, key)) > 0;
+}
+
+Result<void> MemoryStore::remove(Area area, std::string_view key) {
+  std::lock_guard lock(mu_);
+  if (const auto it = index_.find(index_key(area, key)); it != index_.end()) {
+    erase_locked(it->second);
+  }
+  return {};
+}
+
+Result<std::vector<ObjectInfo>> MemoryStore::list(const ListOptions& options) {
+  std::lock_guard lock(mu_);
+  std::vector<ObjectInfo> out;
+  for (const Entry& e : lru_) {
+    if (out.size() >= options.limit) {
+      break;
+    }
+    if ((options.area && *options.area != e.area) || !e.key.starts_with(options.prefix)) {
+      continue;
+    }
+    out.push_back(ObjectInfo{e.area, e.key, e.value.size(), e.created_ms, e.last_access_ms});
+  }
+  return out;
+}
+
+std::uint64_t MemoryStore::size_bytes() const {
+  std::lock_guard lock(mu_);
+  return bytes_;
+}
+
+} // namespace kcache::storage

@@ -1,0 +1,152 @@
+#include <kcache/storage/tiered_store.h>
+
+#include <spdlog/spdlog.h>
+
+#include <map>
+
+namespace kcache::storage {
+
+TieredStore::TieredStore(std::vector<std::unique_ptr<Store>> tiers) : tiers_(std::move(tiers)) {}
+
+void TieredStore::note_tier_error(std::size_t tier, const StoreError& error) {
+  StoreCounters::bump(counters_.errors);
+  spdlog::debug("tier {} ({}) failed: {}", tier, tiers_[tier]->name(), error.message);
+}
+
+void TieredStore::backfill(std::size_t below, Area area, std::string_view key,
+                           std::string_view value) {
+  for (std::size_t i = 0; i < below; ++i) {
+    if (auto ok = tiers_[i]->put(area, key, value); ok) {
+      StoreCounters::bump(counters_.backfills);
+    } else if (ok.error().code != StoreError::Code::kTooLarge) {
+      note_tier_error(i, ok.error());
+    }
+  }
+}
+
+GetResult TieredStore::get(Area area, std::string_view key) {
+  for (std::size_t i = 0; i < tiers_.size(); ++i) {
+    GetResult r = tiers_[i]->get(area, key);
+    if (!r) {
+      note_tier_error(i, r.error());
+      continue;
+    }
+    if (r->has_value()) {
+      backfill(i, area, key, **r);
+      StoreCounters::bump(counters_.hits);
+      return r;
+    }
+  }
+  StoreCounters::bump(counters_.misses);
+  return std::optional<Bytes>{};
+}
+
+std::vector<GetResult> TieredStore::get_many(Area area, std::span<const std::string> keys) {
+  std::vector<GetResult> out(keys.size(), std::optional<Bytes>{});
+  std::vector<std::size_t> pending(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    pending[i] = i;
+  }
+  for (std::size_t t = 0; t < tiers_.size() && !pending.empty(); ++t) {
+    std::vector<std::string> ask;
+    ask.reserve(pending.size());
+    for (std::size_t i : pending) {
+      ask.push_back(keys[i]);
+    }
+    std::vector<GetResult> got = tiers_[t]->get_many(area, ask);
+    std::vector<std::size_t> still;
+    for (std::size_t j = 0; j < pending.size(); ++j) {
+      if (!got[j]) {
+        note_tier_error(t, got[j].error());
+        still.push_back(pending[j]);
+      } else if (got[j]->has_value()) {
+        backfill(t, area, keys[pending[j]], **got[j]);
+        out[pending[j]] = std::move(got[j]);
+      } else {
+        still.push_back(pending[j]);
+      }
+    }
+    pending = std::move(still);
+  }
+  StoreCounters::bump(counters_.hits, keys.size() - pending.size());
+  StoreCounters::bump(counters_.misses, pending.size());
+  return out;
+}
+
+Result<void> TieredStore::put(Area area, std::string_view key, std::string_view value) {
+  std::optional<StoreError> last_error;
+  bool stored = false;
+  for (std::size_t i = 0; i < tiers_.size(); ++i) {
+    if (auto ok = tiers_[i]->put(area, key, value); ok) {
+      stored = true;
+    } else {
+      if (ok.error().code != StoreError::Code::kTooLarge) {
+        note_tier_error(i, ok.error());
+      }
+      last_error = ok.error();
+    }
+  }
+  if (!stored && last_error) {
+    return tl::unexpected(*last_error);
+  }
+  StoreCounters::bump(counters_.puts);
+  StoreCounters::bump(counters_.bytes_written, value.size());
+  return {};
+}
+
+Result<bool> TieredStore::contains(Area area, std::string_view key) {
+  for (std::size_t i = 0; i < tiers_.size(); ++i) {
+    auto r = tiers_[i]->contains(area, key);
+    if (!r) {
+      note_tier_error(i, r.error());
+    } else if (*r) {
+      return true;
+    }
+  }
+  return false;
+}
+
+Result<void> TieredStore::remove(Area area, std::string_view key) {
+  std::optional<StoreError> first_error;
+  for (std::size_t i = 0; i < tiers_.size(); ++i) {
+    if (auto ok = tiers_[i]->remove(area, key); !ok) {
+      note_tier_error(i, ok.error());
+      first_error = first_error.value_or(ok.error());
+    }
+  }
+  if (first_error) {
+    return tl::unexpected(*first_error);
+  }
+  return {};
+}
+
+Result<std::vector<ObjectInfo>> TieredStore::list(const ListOptions& options) {
+  std::map<std::pair<Area, std::string>, ObjectInfo> merged;
+  for (std::size_t i = 0; i < tiers_.size(); ++i) {
+    auto r = tiers_[i]->list(options);
+    if (!r) {
+      note_tier_error(i, r.error());
+      continue;
+    }
+    for (ObjectInfo& info : *r) {
+      auto [it, inserted] = merged.try_emplace({info.area, info.key}, info);
+      if (!inserted) {
+        it->second.size = std::max(it->second.size, info.size);
+        it->second.last_access_ms = std::max(it->second.last_access_ms, info.last_access_ms);
+        if (it->second.created_ms == 0) {
+          it->second.created_ms = info.created_ms;
+        }
+      }
+    }
+  }
+  std::vector<ObjectInfo> out;
+  for (auto& [k, info] : merged) {
+    if (out.size() >= options.limit) {
+      break;
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+} // namespace kcache::storage

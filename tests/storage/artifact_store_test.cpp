@@ -1,0 +1,72 @@
+#include "test_bytes.h"
+
+#include <kcache/storage/artifact_store.h>
+#include <kcache/storage/memory_store.h>
+
+#include <gtest/gtest.h>
+
+namespace kcache::storage {
+namespace {
+
+cachekey::KeyManifest manifest(const std::string& salt) {
+  return *cachekey::KeyBuilder()
+              .ns("art")
+              .graph_digest(std::string(64, 'e'))
+              .hardware("cuda:sm_90a")
+              .salt(salt)
+              .build();
+}
+
+TEST(ArtifactStore, PutGetAndIdenticalBlobsStoredOnce) {
+  MemoryStore memory(64 << 20);
+  ArtifactStore store(memory);
+  const std::string cubin = kcache::testing::random_bytes(50000);
+  auto a = store.put(manifest("a"), {{"kernel.cubin", cubin}, {"log.txt", "ok"}}, "test",
+                     {{"compile_ms", "12"}});
+  auto b = store.put(manifest("b"), {{"kernel.cubin", cubin}}, "test");
+  ASSERT_TRUE(a.has_value() && b.has_value());
+  EXPECT_EQ(a->outputs[0].digest, b->outputs[0].digest);
+  ListOptions cas;
+  cas.area = Area::kCas;
+  EXPECT_EQ(memory.list(cas)->size(), 2U); // cubin once, plus the log
+
+  auto got = store.get(manifest("a").key());
+  ASSERT_TRUE(got.has_value() && got->has_value());
+  const Artifact& art = **got;
+  EXPECT_EQ(art.record.key, manifest("a").key());
+  EXPECT_EQ(art.record.manifest, manifest("a"));
+  EXPECT_EQ(art.record.metadata.at("compile_ms"), "12");
+  ASSERT_EQ(art.files.size(), 2U);
+  EXPECT_EQ(art.files[0].name, "kernel.cubin");
+  EXPECT_EQ(art.files[0].data, cubin);
+  EXPECT_FALSE(store.get(manifest("zzz").key())->has_value());
+}
+
+TEST(ArtifactStore, MissingOrWrongBlobIsAMissNeverAPartialArtifact) {
+  MemoryStore memory(64 << 20);
+  ArtifactStore store(memory);
+  auto rec = store.put(manifest("a"), {{"k.cubin", "binary"}}, "test");
+  ASSERT_TRUE(rec.has_value());
+  const std::string digest = rec->outputs[0].digest;
+  ASSERT_TRUE(memory.put(Area::kCas, digest, "other bytes").has_value());
+  EXPECT_FALSE(store.get(rec->key)->has_value());
+  EXPECT_FALSE(*memory.contains(Area::kCas, digest)) << "a blob that fails its digest is deleted";
+  EXPECT_FALSE(store.get(rec->key)->has_value()); // and now it is simply missing
+}
+
+TEST(ArtifactStore, CorruptRecordIsAMissAndDeleted) {
+  MemoryStore memory(64 << 20);
+  ArtifactStore store(memory);
+  const std::string key = manifest("a").key();
+  ASSERT_TRUE(memory.put(Area::kAction, key, "{\"key\": 5}").has_value());
+  EXPECT_FALSE(store.get(key)->has_value());
+  EXPECT_FALSE(*memory.contains(Area::kAction, key));
+  // A valid record stored under a different key is not served either.
+  auto rec = store.put(manifest("b"), {}, "test");
+  ASSERT_TRUE(rec.has_value());
+  ASSERT_TRUE(memory.put(Area::kAction, key, record_to_json(*rec)).has_value());
+  EXPECT_FALSE(store.get_record(key)->has_value());
+}
+
+} // namespace
+} // namespace kcache::storage

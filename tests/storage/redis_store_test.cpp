@@ -1,0 +1,148 @@
+#include "../support/redis_server.h"
+#include "test_bytes.h"
+
+#include <kcache/storage/framed_store.h>
+#include <kcache/storage/redis_store.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+namespace kcache::storage {
+namespace {
+
+using kcache::testing::random_bytes;
+using kcache::testing::RedisServer;
+using Clock = std::chrono::steady_clock;
+
+RedisOptions options_for(const RedisServer& server, std::string ns = "test") {
+  RedisOptions o;
+  o.port = server.port();
+  o.ns = std::move(ns);
+  o.connect_timeout = std::chrono::milliseconds(100);
+  o.op_timeout = std::chrono::milliseconds(300);
+  o.breaker = {3, std::chrono::milliseconds(300)};
+  return o;
+}
+
+class RedisSizes : public ::testing::TestWithParam<std::size_t> {
+protected:
+  RedisServer server_;
+};
+
+TEST_P(RedisSizes, RoundTripThroughFrames) {
+  FramedStore store(std::make_unique<RedisStore>(options_for(server_)));
+  const std::string value = random_bytes(GetParam(), GetParam());
+  ASSERT_TRUE(store.put(Area::kCas, "blob", value).has_value());
+  auto got = store.get(Area::kCas, "blob");
+  ASSERT_TRUE(got.has_value()) << got.error().message;
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ(**got, value);
+}
+
+INSTANTIATE_TEST_SUITE_P(Payloads, RedisSizes, ::testing::Values(1U << 10, 64U << 10, 16U << 20));
+
+class RedisStoreTest : public ::testing::Test {
+protected:
+  RedisServer server_;
+};
+
+TEST_F(RedisStoreTest, NamespacesAreIsolatedAndKeysReadable) {
+  RedisStore a(options_for(server_, "team-a"));
+  RedisStore b(options_for(server_, "team-b"));
+  ASSERT_TRUE(a.put(Area::kAction, "kc1-k", "from a").has_value());
+  EXPECT_FALSE(b.get(Area::kAction, "kc1-k")->has_value());
+  EXPECT_EQ(a.get(Area::kAction, "kc1-k")->value(), "from a");
+  EXPECT_EQ(a.redis_key(Area::kAction, "kc1-k"), "team-a:ac:kc1-k");
+  EXPECT_TRUE(*a.contains(Area::kAction, "kc1-k"));
+  ASSERT_TRUE(a.remove(Area::kAction, "kc1-k").has_value());
+  EXPECT_FALSE(*a.contains(Area::kAction, "kc1-k"));
+}
+
+TEST_F(RedisStoreTest, BatchGetAndList) {
+  RedisStore store(options_for(server_));
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_TRUE(store.put(Area::kCas, "blob-" + std::to_string(i), std::string(i + 1, 'x')).has_value());
+  }
+  ASSERT_TRUE(store.put(Area::kAction, "kc1-[glob]*", "literal").has_value());
+  const std::vector<std::string> keys = {"blob-3", "nope", "blob-29"};
+  auto results = store.get_many(Area::kCas, keys);
+  ASSERT_EQ(results.size(), 3U);
+  EXPECT_EQ(results[0]->value(), "xxxx");
+  EXPECT_FALSE(results[1]->has_value());
+  EXPECT_EQ(results[2]->value().size(), 30U);
+
+  ListOptions options;
+  options.area = Area::kCas;
+  auto all = store.list(options);
+  ASSERT_TRUE(all.has_value());
+  EXPECT_EQ(all->size(), 30U);
+  options.prefix = "blob-2";
+  auto some = store.list(options);
+  ASSERT_TRUE(some.has_value());
+  EXPECT_EQ(some->size(), 11U); // blob-2, blob-20..29
+  for (const ObjectInfo& info : *some) {
+    EXPECT_EQ(info.size, std::stoul(info.key.substr(5)) + 1);
+  }
+  ListOptions glob;
+  glob.area = Area::kAction;
+  glob.prefix = "kc1-[glob]";
+  EXPECT_EQ(store.list(glob)->size(), 1U);
+}
+
+TEST_F(RedisStoreTest, TamperedValueIsAMissDeletedAndCounted) {
+  FramedStore framed(std::make_unique<RedisStore>(options_for(server_)));
+  RedisStore raw(options_for(server_));
+  ASSERT_TRUE(raw.put(Area::kCas, "bad", "not a frame at all").has_value());
+  auto got = framed.get(Area::kCas, "bad");
+  ASSERT_TRUE(got.has_value());
+  EXPECT_FALSE(got->has_value());
+  EXPECT_EQ(framed.counters().corrupt, 1U);
+  EXPECT_FALSE(*raw.contains(Area::kCas, "bad"));
+}
+
+TEST_F(RedisStoreTest, DeadServerFailsFastThenBreakerRejects) {
+  RedisStore store(options_for(server_));
+  ASSERT_TRUE(store.put(Area::kCas, "k", "v").has_value());
+  server_.kill();
+  const auto start = Clock::now();
+  for (int i = 0; i < 20; ++i) {
+    auto got = store.get(Area::kCas, "k");
+    ASSERT_FALSE(got.has_value());
+    EXPECT_EQ(got.error().code, StoreError::Code::kUnavailable) << got.error().message;
+  }
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(3));
+  EXPECT_EQ(store.breaker_state(), CircuitBreaker::State::kOpen);
+  EXPECT_GE(store.counters().rejected, 15U);
+  EXPECT_GE(store.counters().errors, 3U);
+}
+
+TEST_F(RedisStoreTest, RecoversAfterRestart) {
+  RedisStore store(options_for(server_));
+  ASSERT_TRUE(store.put(Area::kCas, "k", "v").has_value());
+  server_.restart(); // same port, empty data
+  std::this_thread::sleep_for(std::chrono::milliseconds(350)); // past the breaker's open time
+  bool recovered = false;
+  for (int i = 0; i < 10 && !recovered; ++i) {
+    recovered = store.put(Area::kCas, "k2", "v2").has_value();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(recovered);
+  EXPECT_EQ(store.get(Area::kCas, "k2")->value(), "v2");
+}
+
+TEST_F(RedisStoreTest, HungServerTimesOut) {
+  RedisStore store(options_for(server_));
+  ASSERT_TRUE(store.put(Area::kCas, "k", "v").has_value());
+  server_.pause();
+  const auto start = Clock::now();
+  auto got = store.get(Area::kCas, "k");
+  const auto took = Clock::now() - start;
+  server_.resume();
+  ASSERT_FALSE(got.has_value());
+  EXPECT_EQ(got.error().code, StoreError::Code::kTimeout) << got.error().message;
+  EXPECT_LT(took, std::chrono::seconds(2));
+}
+
+} // namespace
+} // namespace kcache::storage

@@ -1,0 +1,130 @@
+#include "redis_server.h"
+
+#include <hiredis/hiredis.h>
+
+#include <arpa/inet.h>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <memory>
+#include <netinet/in.h>
+#include <spawn.h>
+#include <stdexcept>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+extern char** environ;
+
+namespace kcache::testing {
+namespace {
+
+std::string find_redis_server() {
+  if (const char* env = std::getenv("KCACHE_REDIS_SERVER"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  for (const char* dir : {"/usr/bin", "/usr/local/bin", "/usr/sbin"}) {
+    const std::string candidate = std::string(dir) + "/redis-server";
+    if (access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+  }
+  throw std::runtime_error("redis-server not found: run scripts/setup (it installs redis-server)");
+}
+
+bool answers_ping(int port) {
+  const timeval tv{0, 200'000};
+  std::unique_ptr<redisContext, decltype(&redisFree)> ctx(redisConnectWithTimeout("127.0.0.1", port, tv),
+                                                          &redisFree);
+  if (!ctx || ctx->err != 0) {
+    return false;
+  }
+  auto* reply = static_cast<redisReply*>(redisCommand(ctx.get(), "PING"));
+  const bool ok = reply != nullptr && reply->type == REDIS_REPLY_STATUS;
+  if (reply != nullptr) {
+    freeReplyObject(reply);
+  }
+  return ok;
+}
+
+} // namespace
+
+int free_loopback_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (fd >= 0) {
+      close(fd);
+    }
+    throw std::runtime_error("cannot find a free loopback port");
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+RedisServer::RedisServer() : port_(free_loopback_port()) { spawn(); }
+
+void RedisServer::spawn() {
+  const std::string binary = find_redis_server();
+  std::vector<std::string> args = {binary,        "--port", std::to_string(port_), "--bind",
+                                   "127.0.0.1",   "--save", "",                    "--appendonly",
+                                   "no",          "--dir",  dir_.str(),            "--loglevel",
+                                   "warning",     "--protected-mode", "no"};
+  std::vector<char*> argv;
+  for (std::string& a : args) {
+    argv.push_back(a.data());
+  }
+  argv.push_back(nullptr);
+  if (posix_spawn(&pid_, binary.c_str(), nullptr, nullptr, argv.data(), environ) != 0) {
+    throw std::runtime_error("cannot start " + binary);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!answers_ping(port_)) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill();
+      throw std::runtime_error("redis-server did not answer PING on port " + std::to_string(port_));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+RedisServer::~RedisServer() { kill(); }
+
+std::string RedisServer::url(const std::string& query) const {
+  return "redis://127.0.0.1:" + std::to_string(port_) + (query.empty() ? "" : "?" + query);
+}
+
+void RedisServer::kill() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGCONT);
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+}
+
+void RedisServer::pause() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGSTOP);
+  }
+}
+
+void RedisServer::resume() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGCONT);
+  }
+}
+
+void RedisServer::restart() {
+  kill();
+  spawn();
+}
+
+} // namespace kcache::testing

@@ -1,0 +1,39 @@
+#pragma once
+// A real redis-server on a free loopback port, owned by the test: started in
+// the constructor, killed in the destructor. kill()/pause()/resume() let fault
+// tests take it away (SIGKILL) or make it hang (SIGSTOP).
+
+#include "temp_dir.h"
+
+#include <string>
+#include <sys/types.h>
+
+namespace kcache::testing {
+
+class RedisServer {
+public:
+  // Throws std::runtime_error if redis-server is missing or does not start:
+  // these tests must run against a real server, never skip silently.
+  RedisServer();
+  ~RedisServer();
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+
+  int port() const { return port_; }
+  std::string url(const std::string& query = "") const;
+  void kill();
+  void pause();
+  void resume();
+  void restart();
+
+private:
+  void spawn();
+  TempDir dir_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+// Finds a TCP port on 127.0.0.1 that is free right now.
+int free_loopback_port();
+
+} // namespace kcache::testing
