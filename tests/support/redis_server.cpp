@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <chrono>
 #include <csignal>
+#include <fcntl.h>
 #include <cstdlib>
 #include <memory>
 #include <netinet/in.h>
@@ -82,7 +83,15 @@ void RedisServer::spawn() {
     argv.push_back(a.data());
   }
   argv.push_back(nullptr);
-  if (posix_spawn(&pid_, binary.c_str(), nullptr, nullptr, argv.data(), environ) != 0) {
+  // The server's own start-up chatter goes to a log beside its data.
+  const std::string log = (dir_.path() / "redis.log").string();
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  const int rc = posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
     throw std::runtime_error("cannot start " + binary);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
