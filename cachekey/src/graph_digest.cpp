@@ -40,9 +40,7 @@ SymbolMap canonical_symbols(const Graph& graph) {
 
   SymbolMap map;
   for (std::size_t i = 0; i < ordered.size(); ++i) {
-    std::string canonical = "s"; // appended, not "s" + ...: GCC 12 -Wrestrict false positive
-    canonical += std::to_string(i);
-    map.emplace(ordered[i], std::move(canonical));
+    map.emplace(ordered[i], "s" + std::to_string(i));
   }
   return map;
 }
