@@ -68,7 +68,8 @@ public:
                                  value.data(), value.size()));
   }
   std::size_t get(const std::string& key) {
-    auto* r = static_cast<redisReply*>(redisCommand(ctx_.get(), "GET anchor:%b", key.data(), key.size()));
+    auto* r =
+        static_cast<redisReply*>(redisCommand(ctx_.get(), "GET anchor:%b", key.data(), key.size()));
     const std::size_t n = r != nullptr && r->type == REDIS_REPLY_STRING ? r->len : 0;
     freeReplyObject(r);
     return n;
@@ -85,7 +86,8 @@ struct Result {
 };
 std::map<std::string, Result> g_results; // "get/rocksdb/64KiB" -> numbers
 
-void run_op(benchmark::State& state, const std::string& name, bool is_get, std::size_t size, Op& op) {
+void run_op(benchmark::State& state, const std::string& name, bool is_get, std::size_t size,
+            Op& op) {
   std::vector<std::string> keys;
   for (int i = 0; i < kKeysPerSize; ++i) {
     keys.push_back("bench-" + size_label(size) + "-" + std::to_string(i));
@@ -112,7 +114,9 @@ void run_op(benchmark::State& state, const std::string& name, bool is_get, std::
     return;
   }
   std::sort(latencies_us.begin(), latencies_us.end());
-  auto pct = [&](double p) { return latencies_us[static_cast<std::size_t>(p * (latencies_us.size() - 1))]; };
+  auto pct = [&](double p) {
+    return latencies_us[static_cast<std::size_t>(p * (latencies_us.size() - 1))];
+  };
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
   state.counters["p50_us"] = pct(0.50);
   state.counters["p99_us"] = pct(0.99);
@@ -120,7 +124,8 @@ void run_op(benchmark::State& state, const std::string& name, bool is_get, std::
   for (double l : latencies_us) {
     total_s += l / 1e6;
   }
-  g_results[name] = Result{static_cast<double>(latencies_us.size()) / total_s, pct(0.50), pct(0.99)};
+  g_results[name] =
+      Result{static_cast<double>(latencies_us.size()) / total_s, pct(0.50), pct(0.99)};
 }
 
 void print_table() {
@@ -191,20 +196,22 @@ int main(int argc, char** argv) {
                       [&](const std::string& k) { return anchor.get(k); }};
   for (auto& [name, store] : stores) {
     Store* s = store.get();
-    ops[name] = Op{[s](const std::string& k, const std::string& v) { (void)s->put(Area::kCas, k, v); },
-                   [s](const std::string& k) {
-                     auto r = s->get(Area::kCas, k);
-                     return r && r->has_value() ? (*r)->size() : std::size_t{0};
-                   }};
+    ops[name] =
+        Op{[s](const std::string& k, const std::string& v) { (void)s->put(Area::kCas, k, v); },
+           [s](const std::string& k) {
+             auto r = s->get(Area::kCas, k);
+             return r && r->has_value() ? (*r)->size() : std::size_t{0};
+           }};
   }
   for (const char* op : {"get", "put"}) {
     for (std::size_t size : kSizes) {
       for (const char* store : {"hiredis", "memory", "rocksdb", "redis", "tiered"}) {
         const std::string name = std::string(op) + "/" + store + "/" + size_label(size);
         const bool is_get = std::strcmp(op, "get") == 0;
-        auto* b = benchmark::RegisterBenchmark(name.c_str(), [name, is_get, size, &ops, store](benchmark::State& st) {
-          run_op(st, name, is_get, size, ops.at(store));
-        });
+        auto* b = benchmark::RegisterBenchmark(
+            name.c_str(), [name, is_get, size, &ops, store](benchmark::State& st) {
+              run_op(st, name, is_get, size, ops.at(store));
+            });
         b->UseRealTime()->Unit(benchmark::kMicrosecond);
         b->MinTime(quick ? 0.05 : 0.5);
       }

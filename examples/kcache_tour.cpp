@@ -104,8 +104,8 @@ int main(int argc, char** argv) {
     cachekey::KeyManifest manifest;
   };
   std::vector<Keyed> keyed;
-  std::printf("\n== keys (binary class %s)\n  %-16s %6s  %s\n", cpu_class.binary_class.c_str(), "graph",
-              "nodes", "key");
+  std::printf("\n== keys (binary class %s)\n  %-16s %6s  %s\n", cpu_class.binary_class.c_str(),
+              "graph", "nodes", "key");
   for (const fs::path& file : files) {
     auto graph = cachekey::parse_graph_json(read_file(file));
     if (!graph) {
@@ -124,7 +124,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s: %s\n", file.c_str(), manifest.error().message.c_str());
       return 1;
     }
-    std::printf("  %-16s %6zu  %s\n", file.stem().c_str(), graph->nodes().size(), manifest->key().c_str());
+    std::printf("  %-16s %6zu  %s\n", file.stem().c_str(), graph->nodes().size(),
+                manifest->key().c_str());
     keyed.push_back({file.stem().string(), std::move(*graph), std::move(*manifest)});
   }
 
@@ -159,7 +160,8 @@ int main(int argc, char** argv) {
 
   // 3. Storage: memory -> RocksDB on disk (-> Redis if given).
   std::vector<std::string> urls = {"memory://?capacity=64MiB",
-                                   "rocksdb://" + fs::absolute(args.data_dir).string() + "?capacity=1GiB"};
+                                   "rocksdb://" + fs::absolute(args.data_dir).string() +
+                                       "?capacity=1GiB"};
   if (!args.redis_url.empty()) {
     urls.push_back(args.redis_url);
   }
@@ -169,8 +171,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   storage::ArtifactStore artifacts(**store);
-  std::printf("\n== artifacts in %s\n  %-16s %-6s %9s  %s\n", args.data_dir.c_str(), "graph", "lookup",
-              "ms", "action");
+  std::printf("\n== artifacts in %s\n  %-16s %-6s %9s  %s\n", args.data_dir.c_str(), "graph",
+              "lookup", "ms", "action");
   int hits = 0;
   for (const Keyed& k : keyed) {
     const auto start = Clock::now();
@@ -182,8 +184,8 @@ int main(int argc, char** argv) {
     }
     if (found->has_value()) {
       ++hits;
-      std::printf("  %-16s %-6s %9.3f  served %zu files stored by %s\n", k.name.c_str(), "hit", lookup_ms,
-                  (*found)->files.size(), (*found)->record.producer.c_str());
+      std::printf("  %-16s %-6s %9.3f  served %zu files stored by %s\n", k.name.c_str(), "hit",
+                  lookup_ms, (*found)->files.size(), (*found)->record.producer.c_str());
       continue;
     }
     // No compiler backend exists yet: the artifact is the canonical graph and its manifest.
@@ -198,9 +200,10 @@ int main(int argc, char** argv) {
     std::printf("  %-16s %-6s %9.3f  stored graph.json + manifest.json\n", k.name.c_str(), "miss",
                 lookup_ms);
   }
-  std::printf("\n%d of %zu lookups hit. %s\n", hits, keyed.size(),
-              hits == static_cast<int>(keyed.size())
-                  ? "This process started with an empty memory tier: the hits came from RocksDB on disk."
-                  : "Run again with the same --data-dir: a new process hits from disk.");
+  std::printf(
+      "\n%d of %zu lookups hit. %s\n", hits, keyed.size(),
+      hits == static_cast<int>(keyed.size())
+          ? "This process started with an empty memory tier: the hits came from RocksDB on disk."
+          : "Run again with the same --data-dir: a new process hits from disk.");
   return 0;
 }

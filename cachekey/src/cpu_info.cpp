@@ -34,7 +34,9 @@ Regs cpuid(unsigned leaf, unsigned subleaf = 0) {
   return r;
 }
 
-bool bit(unsigned reg, int n) { return ((reg >> n) & 1U) != 0; }
+bool bit(unsigned reg, int n) {
+  return ((reg >> n) & 1U) != 0;
+}
 
 // XCR0 says which register state the OS saves; AVX/AVX-512 are usable only
 // when it does.

@@ -22,9 +22,9 @@ std::vector<std::size_t> frontier(const std::vector<NodeSummary>& side,
     if (other_digests.count(side[i].digest)) {
       continue;
     }
-    const bool inputs_present = std::all_of(
-        side[i].inputs.begin(), side[i].inputs.end(),
-        [&](std::uint32_t in) { return other_digests.count(side[in].digest) > 0; });
+    const bool inputs_present =
+        std::all_of(side[i].inputs.begin(), side[i].inputs.end(),
+                    [&](std::uint32_t in) { return other_digests.count(side[in].digest) > 0; });
     if (inputs_present) {
       out.push_back(i);
     }
@@ -32,7 +32,9 @@ std::vector<std::size_t> frontier(const std::vector<NodeSummary>& side,
   return out;
 }
 
-std::string describe(const NodeSummary& n) { return "'" + n.name + "' (" + n.op + ")"; }
+std::string describe(const NodeSummary& n) {
+  return "'" + n.name + "' (" + n.op + ")";
+}
 
 std::string compare_nodes(const KeyManifest& a, const NodeSummary& x, const KeyManifest& b,
                           const NodeSummary& y) {
@@ -98,8 +100,10 @@ ComponentDiff set_diff(std::string component, const Container& a, const Containe
   std::vector<std::string> sa(a.begin(), a.end()), sb(b.begin(), b.end());
   std::sort(sa.begin(), sa.end());
   std::sort(sb.begin(), sb.end());
-  ComponentDiff diff{std::move(component), join(std::vector<std::string>(a.begin(), a.end())),
-                     join(std::vector<std::string>(b.begin(), b.end())), {}};
+  ComponentDiff diff{std::move(component),
+                     join(std::vector<std::string>(a.begin(), a.end())),
+                     join(std::vector<std::string>(b.begin(), b.end())),
+                     {}};
   std::vector<std::string> only_a, only_b;
   std::set_difference(sa.begin(), sa.end(), sb.begin(), sb.end(), std::back_inserter(only_a));
   std::set_difference(sb.begin(), sb.end(), sa.begin(), sa.end(), std::back_inserter(only_b));

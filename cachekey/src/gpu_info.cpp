@@ -101,8 +101,8 @@ std::string cuda_arch_name(int cc_major, int cc_minor) {
 HardwareClass hardware_class(const GpuInfo& gpu) {
   const std::uint64_t gib = (gpu.memory_bytes + (1ULL << 29)) >> 30;
   return HardwareClass{"cuda:" + cuda_arch_name(gpu.cc_major, gpu.cc_minor),
-                       "cuda:" + gpu.name + ":" + std::to_string(gpu.sm_count) + "sm:" +
-                           std::to_string(gib) + "GiB"};
+                       "cuda:" + gpu.name + ":" + std::to_string(gpu.sm_count) +
+                           "sm:" + std::to_string(gib) + "GiB"};
 }
 
 } // namespace kcache::cachekey

@@ -5,8 +5,8 @@ namespace kcache::cachekey {
 NodeId Graph::add_input(std::string name, TensorType type) {
   const auto id = static_cast<NodeId>(nodes_.size());
   Attrs attrs{{"position", static_cast<std::int64_t>(inputs_.size())}};
-  nodes_.push_back(Node{std::move(name), std::string(kInputOp), std::move(attrs), {},
-                        {std::move(type)}});
+  nodes_.push_back(
+      Node{std::move(name), std::string(kInputOp), std::move(attrs), {}, {std::move(type)}});
   inputs_.push_back(id);
   return id;
 }
@@ -17,8 +17,8 @@ tl::expected<void, GraphError> Graph::check_ref(const ValueRef& ref) const {
   }
   const Node& producer = nodes_[ref.node];
   if (ref.output >= producer.outputs.size()) {
-    return tl::unexpected(GraphError{"node '" + producer.name + "' has no output " +
-                                     std::to_string(ref.output)});
+    return tl::unexpected(
+        GraphError{"node '" + producer.name + "' has no output " + std::to_string(ref.output)});
   }
   return {};
 }
@@ -38,8 +38,8 @@ tl::expected<NodeId, GraphError> Graph::add_node(std::string name, std::string o
     }
   }
   const auto id = static_cast<NodeId>(nodes_.size());
-  nodes_.push_back(
-      Node{std::move(name), std::move(op), std::move(attrs), std::move(inputs), std::move(outputs)});
+  nodes_.push_back(Node{std::move(name), std::move(op), std::move(attrs), std::move(inputs),
+                        std::move(outputs)});
   return id;
 }
 

@@ -11,7 +11,9 @@ namespace {
 using nlohmann::json;
 using Unexpected = tl::unexpected<GraphError>;
 
-Unexpected fail(std::string message) { return Unexpected(GraphError{std::move(message)}); }
+Unexpected fail(std::string message) {
+  return Unexpected(GraphError{std::move(message)});
+}
 
 tl::expected<std::vector<Dim>, GraphError> parse_dims(const json& dims, std::string_view what) {
   if (!dims.is_array()) {

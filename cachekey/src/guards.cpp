@@ -16,8 +16,8 @@ struct Token {
 };
 
 constexpr std::array<std::string_view, 6> kComparisons = {"<=", ">=", "==", "!=", "<", ">"};
-constexpr std::array<std::string_view, 14> kOperators = {
-    "<=", ">=", "==", "!=", "//", "**", "&&", "||", "<", ">", "+", "-", "*", "/"};
+constexpr std::array<std::string_view, 14> kOperators = {"<=", ">=", "==", "!=", "//", "**", "&&",
+                                                         "||", "<",  ">",  "+",  "-",  "*",  "/"};
 
 bool is_comparison(const Token& t) {
   return t.kind == TokenKind::kOperator &&
@@ -83,9 +83,9 @@ std::string render(const std::vector<Token>& tokens, std::size_t begin, std::siz
     const Token& t = tokens[i];
     const bool binary_op =
         t.kind == TokenKind::kOperator &&
-        !(t.text == "-" && (i == begin || tokens[i - 1].kind == TokenKind::kOperator ||
-                            tokens[i - 1].kind == TokenKind::kOpen ||
-                            tokens[i - 1].kind == TokenKind::kComma));
+        !(t.text == "-" &&
+          (i == begin || tokens[i - 1].kind == TokenKind::kOperator ||
+           tokens[i - 1].kind == TokenKind::kOpen || tokens[i - 1].kind == TokenKind::kComma));
     if (binary_op) {
       out += ' ' + t.text + ' ';
     } else if (t.kind == TokenKind::kComma) {
@@ -124,7 +124,8 @@ tl::expected<std::string, GuardError> normalize_guard(std::string_view guard,
     if (t.kind == TokenKind::kOpen) {
       ++depth;
     } else if (t.kind == TokenKind::kClose && --depth < 0) {
-      return tl::unexpected(GuardError{"unbalanced brackets in guard '" + std::string(guard) + "'"});
+      return tl::unexpected(
+          GuardError{"unbalanced brackets in guard '" + std::string(guard) + "'"});
     } else if (t.kind == TokenKind::kIdentifier) {
       // A name right after '.' is an attribute (x.stride), never a symbol.
       const bool attribute = i > 0 && (*tokens)[i - 1].kind == TokenKind::kDot;

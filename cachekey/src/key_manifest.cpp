@@ -8,7 +8,9 @@
 
 namespace kcache::cachekey {
 
-std::string KeyManifest::guards_digest() const { return to_hex(cachekey::guards_digest(guards)); }
+std::string KeyManifest::guards_digest() const {
+  return to_hex(cachekey::guards_digest(guards));
+}
 
 std::string KeyManifest::toolchain_digest() const {
   ToolchainFingerprint fp;
@@ -18,7 +20,9 @@ std::string KeyManifest::toolchain_digest() const {
   return to_hex(fp.digest());
 }
 
-std::string KeyManifest::options_digest() const { return to_hex(cachekey::options_digest(options)); }
+std::string KeyManifest::options_digest() const {
+  return to_hex(cachekey::options_digest(options));
+}
 
 std::string KeyManifest::key() const {
   CanonicalWriter w;
@@ -78,7 +82,8 @@ tl::expected<KeyManifest, KeyError> KeyBuilder::build() const {
     m.graph_nodes.clear();
     for (std::size_t id = 0; id < graph_->nodes().size(); ++id) {
       const Node& node = graph_->nodes()[id];
-      NodeSummary summary{node.name, node.op, to_string(node.attrs), {}, {}, to_hex(gd.node_digests[id])};
+      NodeSummary summary{node.name, node.op, to_string(node.attrs),
+                          {},        {},      to_hex(gd.node_digests[id])};
       for (const TensorType& type : node.outputs) {
         summary.outputs.push_back(canonical_type_string(type, symbols));
       }

@@ -40,12 +40,10 @@ tl::expected<KeyManifest, KeyError> manifest_from_json(std::string_view text) {
     m.ns = doc.at("namespace").get<std::string>();
     m.graph_digest = doc.at("graph_digest").get<std::string>();
     for (const json& n : doc.value("graph_nodes", json::array())) {
-      m.graph_nodes.push_back(NodeSummary{n.at("name").get<std::string>(),
-                                          n.at("op").get<std::string>(),
-                                          n.at("attrs").get<std::string>(),
-                                          n.at("outputs").get<std::vector<std::string>>(),
-                                          n.at("inputs").get<std::vector<std::uint32_t>>(),
-                                          n.at("digest").get<std::string>()});
+      m.graph_nodes.push_back(NodeSummary{
+          n.at("name").get<std::string>(), n.at("op").get<std::string>(),
+          n.at("attrs").get<std::string>(), n.at("outputs").get<std::vector<std::string>>(),
+          n.at("inputs").get<std::vector<std::uint32_t>>(), n.at("digest").get<std::string>()});
     }
     m.guards = doc.at("guards").get<std::vector<std::string>>();
     m.hardware_class = doc.at("hardware_class").get<std::string>();

@@ -25,7 +25,8 @@ std::string record_to_json(const ActionRecord& r) {
 Result<ActionRecord> record_from_json(std::string_view text) {
   const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   auto corrupt = [](std::string why) {
-    return tl::unexpected(StoreError{StoreError::Code::kCorrupt, "action record: " + std::move(why)});
+    return tl::unexpected(
+        StoreError{StoreError::Code::kCorrupt, "action record: " + std::move(why)});
   };
   if (doc.is_discarded() || !doc.is_object()) {
     return corrupt("not a JSON object");
@@ -42,7 +43,8 @@ Result<ActionRecord> record_from_json(std::string_view text) {
       return corrupt("manifest does not hash to the record's key");
     }
     for (const json& o : doc.at("outputs")) {
-      r.outputs.push_back(OutputRef{o.at("name").get<std::string>(), o.at("digest").get<std::string>(),
+      r.outputs.push_back(OutputRef{o.at("name").get<std::string>(),
+                                    o.at("digest").get<std::string>(),
                                     o.at("size").get<std::uint64_t>()});
     }
     r.producer = doc.value("producer", std::string());
@@ -57,8 +59,8 @@ Result<ActionRecord> record_from_json(std::string_view text) {
 Result<ActionRecord> ArtifactStore::put(const cachekey::KeyManifest& manifest,
                                         std::vector<ArtifactFile> files, std::string producer,
                                         std::map<std::string, std::string> metadata) {
-  ActionRecord record{manifest.key(), manifest, {}, std::move(producer), unix_now_ms(),
-                      std::move(metadata)};
+  ActionRecord record{manifest.key(),      manifest,      {},
+                      std::move(producer), unix_now_ms(), std::move(metadata)};
   // Blobs first: a record must never point at a blob that is not there yet.
   for (ArtifactFile& file : files) {
     const std::string digest = cachekey::to_hex(cachekey::Sha256::of(file.data));

@@ -45,7 +45,9 @@ Result<bool> FramedStore::contains(Area area, std::string_view key) {
   return inner_->contains(area, key);
 }
 
-Result<void> FramedStore::remove(Area area, std::string_view key) { return inner_->remove(area, key); }
+Result<void> FramedStore::remove(Area area, std::string_view key) {
+  return inner_->remove(area, key);
+}
 
 Result<std::vector<ObjectInfo>> FramedStore::list(const ListOptions& options) {
   return inner_->list(options);

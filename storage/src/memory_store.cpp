@@ -33,9 +33,9 @@ GetResult MemoryStore::get(Area area, std::string_view key) {
 Result<void> MemoryStore::put(Area area, std::string_view key, std::string_view value) {
   if (value.size() > capacity_) {
     // Larger than the whole tier: keeping it would evict everything else.
-    return tl::unexpected(StoreError{StoreError::Code::kTooLarge,
-                                     "value of " + std::to_string(value.size()) +
-                                         " bytes exceeds the memory tier capacity"});
+    return tl::unexpected(
+        StoreError{StoreError::Code::kTooLarge, "value of " + std::to_string(value.size()) +
+                                                    " bytes exceeds the memory tier capacity"});
   }
   std::lock_guard lock(mu_);
   if (const auto it = index_.find(index_key(area, key)); it != index_.end()) {

@@ -100,8 +100,8 @@ Result<std::unique_ptr<RedisStore::Connection>> RedisStore::checkout() {
       argv.push_back(a.data());
       lens.push_back(a.size());
     }
-    const Reply r(redisCommandArgv(conn->ctx.get(), static_cast<int>(argv.size()), argv.data(),
-                                   lens.data()));
+    const Reply r(
+        redisCommandArgv(conn->ctx.get(), static_cast<int>(argv.size()), argv.data(), lens.data()));
     if (!r.reply) {
       return tl::unexpected(context_error(conn->ctx.get(), cmd[0]));
     }
@@ -206,8 +206,8 @@ std::vector<GetResult> RedisStore::get_many(Area area, std::span<const std::stri
   }
   auto r = run_one(std::move(mget));
   if (!r || (**r)->type != REDIS_REPLY_ARRAY || (**r)->elements != keys.size()) {
-    const StoreError error = r ? StoreError{StoreError::Code::kIo, "redis MGET: unexpected reply"}
-                               : r.error();
+    const StoreError error =
+        r ? StoreError{StoreError::Code::kIo, "redis MGET: unexpected reply"} : r.error();
     out.assign(keys.size(), tl::unexpected(error));
     return out;
   }
@@ -294,9 +294,10 @@ Result<std::vector<ObjectInfo>> RedisStore::list(const ListOptions& options) {
         const redisReply* len = (*replies)[2 * i]->reply.get();
         const redisReply* idle = (*replies)[2 * i + 1]->reply.get();
         const std::int64_t idle_ms = idle->type == REDIS_REPLY_INTEGER ? idle->integer * 1000 : 0;
-        out.push_back(ObjectInfo{area, names[i],
-                                 len->type == REDIS_REPLY_INTEGER ? static_cast<std::uint64_t>(len->integer) : 0,
-                                 0, now - idle_ms});
+        out.push_back(ObjectInfo{
+            area, names[i],
+            len->type == REDIS_REPLY_INTEGER ? static_cast<std::uint64_t>(len->integer) : 0, 0,
+            now - idle_ms});
       }
     } while (cursor != "0" && out.size() < options.limit);
   }

@@ -28,9 +28,8 @@ std::string encode_touch(std::int64_t last_access_ms);
 // Merges touches into records: last access becomes the maximum seen.
 class AccessMergeOperator final : public rocksdb::AssociativeMergeOperator {
 public:
-  bool Merge(const rocksdb::Slice& key, const rocksdb::Slice* existing,
-             const rocksdb::Slice& value, std::string* new_value,
-             rocksdb::Logger* logger) const override;
+  bool Merge(const rocksdb::Slice& key, const rocksdb::Slice* existing, const rocksdb::Slice& value,
+             std::string* new_value, rocksdb::Logger* logger) const override;
   const char* Name() const override { return "kcache.AccessMergeOperator"; }
 };
 

@@ -29,7 +29,9 @@ StoreError io_error(const rocksdb::Status& s, std::string_view what) {
   return StoreError{StoreError::Code::kIo, "rocksdb " + std::string(what) + ": " + s.ToString()};
 }
 
-rocksdb::Slice slice(std::string_view s) { return {s.data(), s.size()}; }
+rocksdb::Slice slice(std::string_view s) {
+  return {s.data(), s.size()};
+}
 } // namespace
 
 struct RocksDbStore::Handles {
@@ -86,8 +88,8 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::open(const RocksDbOptions& o
       {kCasFamily, values},
       {kAccessFamily, access}};
   rocksdb::DB* raw = nullptr;
-  const rocksdb::Status s =
-      rocksdb::DB::Open(rocksdb::DBOptions(db_options), options.path, families, &handles->all, &raw);
+  const rocksdb::Status s = rocksdb::DB::Open(rocksdb::DBOptions(db_options), options.path,
+                                              families, &handles->all, &raw);
   if (!s.ok()) {
     return tl::unexpected(io_error(s, "open " + options.path));
   }
@@ -112,7 +114,8 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::open(const RocksDbOptions& o
   return store;
 }
 
-RocksDbStore::RocksDbStore(OpenKey /*key*/, RocksDbOptions options, std::unique_ptr<Handles> handles)
+RocksDbStore::RocksDbStore(OpenKey /*key*/, RocksDbOptions options,
+                           std::unique_ptr<Handles> handles)
     : options_(std::move(options)), handles_(std::move(handles)) {}
 
 RocksDbStore::~RocksDbStore() {
@@ -135,7 +138,8 @@ void RocksDbStore::drop_corrupt(Area area, std::string_view key, const std::stri
 
 GetResult RocksDbStore::get(Area area, std::string_view key) {
   rocksdb::PinnableSlice value;
-  const rocksdb::Status s = handles_->db->Get(rocksdb::ReadOptions(), family(area), slice(key), &value);
+  const rocksdb::Status s =
+      handles_->db->Get(rocksdb::ReadOptions(), family(area), slice(key), &value);
   if (s.IsNotFound()) {
     StoreCounters::bump(counters_.misses);
     return std::optional<Bytes>{};
@@ -218,7 +222,8 @@ Result<void> RocksDbStore::put(Area area, std::string_view key, std::string_view
 
 Result<bool> RocksDbStore::contains(Area area, std::string_view key) {
   std::string record;
-  const auto s = handles_->db->Get(rocksdb::ReadOptions(), handles_->access, index_key(area, key), &record);
+  const auto s =
+      handles_->db->Get(rocksdb::ReadOptions(), handles_->access, index_key(area, key), &record);
   if (s.IsNotFound()) {
     return false;
   }
@@ -302,8 +307,8 @@ void RocksDbStore::maybe_evict() {
   if (total_bytes_.load() <= options_.capacity_bytes) {
     return;
   }
-  const auto target =
-      static_cast<std::uint64_t>(static_cast<double>(options_.capacity_bytes) * options_.evict_to_fraction);
+  const auto target = static_cast<std::uint64_t>(static_cast<double>(options_.capacity_bytes) *
+                                                 options_.evict_to_fraction);
   if (auto evicted = evict_to(target); !evicted) {
     spdlog::warn("rocksdb store: eviction failed: {}", evicted.error().message);
   }
@@ -322,7 +327,8 @@ Result<std::uint64_t> RocksDbStore::evict_to(std::uint64_t target_bytes) {
     std::string ikey;
   };
   std::vector<Candidate> candidates;
-  std::unique_ptr<rocksdb::Iterator> it(handles_->db->NewIterator(rocksdb::ReadOptions(), handles_->access));
+  std::unique_ptr<rocksdb::Iterator> it(
+      handles_->db->NewIterator(rocksdb::ReadOptions(), handles_->access));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     if (auto r = AccessRecord::decode(std::string_view(it->value().data(), it->value().size()))) {
       candidates.push_back({r->last_access_ms, it->key().ToString()});
@@ -331,8 +337,9 @@ Result<std::uint64_t> RocksDbStore::evict_to(std::uint64_t target_bytes) {
   if (!it->status().ok()) {
     return tl::unexpected(io_error(it->status(), "scan for eviction"));
   }
-  std::sort(candidates.begin(), candidates.end(),
-            [](const Candidate& a, const Candidate& b) { return a.last_access_ms < b.last_access_ms; });
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return a.last_access_ms < b.last_access_ms;
+  });
   std::uint64_t evicted = 0;
   for (const Candidate& c : candidates) {
     if (total_bytes_.load() <= target_bytes) {
@@ -346,7 +353,8 @@ Result<std::uint64_t> RocksDbStore::evict_to(std::uint64_t target_bytes) {
   }
   StoreCounters::bump(counters_.evictions, evicted);
   if (evicted > 0) {
-    spdlog::debug("rocksdb store: evicted {} entries, {} bytes remain", evicted, total_bytes_.load());
+    spdlog::debug("rocksdb store: evicted {} entries, {} bytes remain", evicted,
+                  total_bytes_.load());
   }
   return evicted;
 }
@@ -358,7 +366,8 @@ Result<std::vector<ObjectInfo>> RocksDbStore::list(const ListOptions& options) {
     pending = touched_;
   }
   std::vector<ObjectInfo> out;
-  std::unique_ptr<rocksdb::Iterator> it(handles_->db->NewIterator(rocksdb::ReadOptions(), handles_->access));
+  std::unique_ptr<rocksdb::Iterator> it(
+      handles_->db->NewIterator(rocksdb::ReadOptions(), handles_->access));
   for (const Area area : {Area::kAction, Area::kCas}) {
     if (options.area && *options.area != area) {
       continue;

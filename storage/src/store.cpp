@@ -4,7 +4,9 @@
 
 namespace kcache::storage {
 
-std::string_view area_name(Area area) { return area == Area::kAction ? "ac" : "cas"; }
+std::string_view area_name(Area area) {
+  return area == Area::kAction ? "ac" : "cas";
+}
 
 std::string_view error_code_name(StoreError::Code code) {
   switch (code) {

@@ -56,7 +56,8 @@ Result<std::int64_t> parse_int(const Url& url, std::string_view name, std::int64
     return fallback;
   }
   std::int64_t value = 0;
-  const auto [ptr, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), value);
+  const auto [ptr, ec] =
+      std::from_chars(it->second.data(), it->second.data() + it->second.size(), value);
   if (ec != std::errc() || ptr != it->second.data() + it->second.size() || value < 0) {
     return invalid("store URL parameter " + std::string(name) + "='" + it->second +
                    "' is not a non-negative integer");
@@ -74,7 +75,8 @@ Result<std::unique_ptr<Store>> make_redis(const Url& url) {
   std::string_view authority = url.authority;
   if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
     std::string_view credentials = authority.substr(0, at);
-    o.password = credentials.substr(credentials.find(':') == std::string_view::npos ? 0 : credentials.find(':') + 1);
+    o.password = credentials.substr(
+        credentials.find(':') == std::string_view::npos ? 0 : credentials.find(':') + 1);
     authority = authority.substr(at + 1);
   }
   if (const auto colon = authority.rfind(':'); colon != std::string_view::npos) {
@@ -150,10 +152,18 @@ Result<std::uint64_t> parse_size(std::string_view text) {
     return invalid("bad size '" + std::string(text) + "'");
   }
   static const std::map<std::string, std::uint64_t, std::less<>> kUnits = {
-      {"", 1},           {"B", 1},           {"KiB", 1ULL << 10}, {"MiB", 1ULL << 20},
-      {"GiB", 1ULL << 30}, {"TiB", 1ULL << 40}, {"KB", 1000},      {"MB", 1000'000},
-      {"GB", 1000'000'000}, {"TB", 1000'000'000'000}};
-  const auto unit = kUnits.find(std::string_view(ptr, static_cast<std::size_t>(text.data() + text.size() - ptr)));
+      {"", 1},
+      {"B", 1},
+      {"KiB", 1ULL << 10},
+      {"MiB", 1ULL << 20},
+      {"GiB", 1ULL << 30},
+      {"TiB", 1ULL << 40},
+      {"KB", 1000},
+      {"MB", 1000'000},
+      {"GB", 1000'000'000},
+      {"TB", 1000'000'000'000}};
+  const auto unit =
+      kUnits.find(std::string_view(ptr, static_cast<std::size_t>(text.data() + text.size() - ptr)));
   if (unit == kUnits.end()) {
     return invalid("bad size unit in '" + std::string(text) + "' (use B, KiB, MiB, GiB, TiB)");
   }

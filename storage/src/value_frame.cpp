@@ -28,7 +28,8 @@ std::uint64_t get_u64_le(const char* in) {
 }
 
 tl::unexpected<StoreError> corrupt(std::string what) {
-  return tl::unexpected(StoreError{StoreError::Code::kCorrupt, "corrupt value: " + std::move(what)});
+  return tl::unexpected(
+      StoreError{StoreError::Code::kCorrupt, "corrupt value: " + std::move(what)});
 }
 
 } // namespace
@@ -38,8 +39,9 @@ Bytes encode_frame(std::string_view value, const FrameOptions& options) {
   std::uint8_t compression = kCompressionNone;
   if (value.size() >= options.compress_min_size) {
     frame.resize(kFrameHeaderSize + ZSTD_compressBound(value.size()));
-    const std::size_t n = ZSTD_compress(frame.data() + kFrameHeaderSize, frame.size() - kFrameHeaderSize,
-                                        value.data(), value.size(), options.zstd_level);
+    const std::size_t n =
+        ZSTD_compress(frame.data() + kFrameHeaderSize, frame.size() - kFrameHeaderSize,
+                      value.data(), value.size(), options.zstd_level);
     // Keep the compressed form only when it saves at least 1/16.
     if (ZSTD_isError(n) == 0 && n + value.size() / 16 < value.size()) {
       frame.resize(kFrameHeaderSize + n);

@@ -15,7 +15,9 @@
 namespace kcache::cachekey {
 namespace {
 
-TEST(GoldenKeys, SchemaVersionIsOne) { EXPECT_EQ(kKeySchemaVersion, 1U); }
+TEST(GoldenKeys, SchemaVersionIsOne) {
+  EXPECT_EQ(kKeySchemaVersion, 1U);
+}
 
 TEST(GoldenKeys, EmptyComponentDigests) {
   EXPECT_EQ(to_hex(guards_digest({})),
@@ -36,7 +38,8 @@ TEST(GoldenKeys, MinimalManifest) {
 
 TEST(GoldenKeys, BlockGraphAndFullManifest) {
   const Graph g = testing::make_block();
-  EXPECT_EQ(to_hex(digest_graph(g).root), "376e13a216cbf55faaad146fc9f01f9abdfd3391d4b0f77ae27ccad1b85c4c59");
+  EXPECT_EQ(to_hex(digest_graph(g).root),
+            "376e13a216cbf55faaad146fc9f01f9abdfd3391d4b0f77ae27ccad1b85c4c59");
   const auto m = KeyBuilder()
                      .ns("golden")
                      .graph(g)

@@ -45,11 +45,24 @@ TEST(Guards, Errors) {
 }
 
 TEST(Options, DropsPathAndDiagnosticFlags) {
-  const std::vector<std::string> flags = {"-O3",        "-I",   "/a", "-I/b", "-isystem", "/c",
-                                          "-Wall",      "-w",   "-o", "x.o",  "-DZ=1",    "-DA",
-                                          "-Wl,--as-needed",    "--use_fast_math", "-DZ=2"};
-  EXPECT_EQ(normalize_options(flags),
-            (std::vector<std::string>{"-O3", "-Wl,--as-needed", "--use_fast_math", "-DA", "-DZ=2"}));
+  const std::vector<std::string> flags = {"-O3",
+                                          "-I",
+                                          "/a",
+                                          "-I/b",
+                                          "-isystem",
+                                          "/c",
+                                          "-Wall",
+                                          "-w",
+                                          "-o",
+                                          "x.o",
+                                          "-DZ=1",
+                                          "-DA",
+                                          "-Wl,--as-needed",
+                                          "--use_fast_math",
+                                          "-DZ=2"};
+  EXPECT_EQ(
+      normalize_options(flags),
+      (std::vector<std::string>{"-O3", "-Wl,--as-needed", "--use_fast_math", "-DA", "-DZ=2"}));
 }
 
 TEST(Options, OrderOfOtherFlagsMatters) {

@@ -32,8 +32,12 @@ struct Request {
 
 std::string key_of(const Request& r) {
   KeyBuilder b;
-  b.ns(r.ns).guards(r.guards).hardware(r.hardware).toolchain(r.toolchain).options(r.options).salt(
-      r.salt);
+  b.ns(r.ns)
+      .guards(r.guards)
+      .hardware(r.hardware)
+      .toolchain(r.toolchain)
+      .options(r.options)
+      .salt(r.salt);
   if (r.graph_digest_override) {
     b.graph_digest(*r.graph_digest_override);
   } else {
@@ -70,12 +74,12 @@ const std::vector<Case>& cases() {
       {"guard_stride_dim", true, [](Request& r) { r.guards[2] = "x.stride(0) == 1"; }},
       {"binary_class_sm90_to_sm80", true, [](Request& r) { r.hardware = "cuda:sm_80"; }},
       {"binary_class_sm90a_to_sm90", true, [](Request& r) { r.hardware = "cuda:sm_90"; }},
-      {"toolchain_nvrtc_version", true,
-       [](Request& r) { r.toolchain.add("nvrtc", "13.0.89"); }},
+      {"toolchain_nvrtc_version", true, [](Request& r) { r.toolchain.add("nvrtc", "13.0.89"); }},
       {"toolchain_component_added", true,
        [](Request& r) { r.toolchain.add("torch", "2.11.0+abc"); }},
       {"option_opt_level", true, [](Request& r) { r.options[0] = "-O2"; }},
-      {"option_fast_math_removed", true, [](Request& r) { r.options.erase(r.options.begin() + 1); }},
+      {"option_fast_math_removed", true,
+       [](Request& r) { r.options.erase(r.options.begin() + 1); }},
       {"define_value", true, [](Request& r) { r.options[2] = "-DBLOCK=64"; }},
       {"define_added", true, [](Request& r) { r.options.push_back("-DDEBUG_CHECKS"); }},
       {"linker_flag_kept", true, [](Request& r) { r.options.push_back("-Wl,--gc-sections"); }},
@@ -99,19 +103,25 @@ const std::vector<Case>& cases() {
       {"guard_whitespace", false, [](Request& r) { r.guards[0] = "s0%16==0"; }},
       {"guard_flipped_equality", false, [](Request& r) { r.guards[0] = "0 == s0 % 16"; }},
       {"guard_leading_zeros", false, [](Request& r) { r.guards[0] = "s0 % 016 == 0"; }},
-      {"define_order", false,
-       [](Request& r) { std::swap(r.options[2], r.options[3]); }},
+      {"define_order", false, [](Request& r) { std::swap(r.options[2], r.options[3]); }},
       {"define_split_form", false,
        [](Request& r) {
          r.options[2] = "-D";
          r.options.insert(r.options.begin() + 3, "BLOCK=128");
        }},
       {"include_path", false,
-       [](Request& r) { r.options.insert(r.options.end(), {"-I", "/home/alice/src"}); }},
+       [](Request& r) {
+         r.options.insert(r.options.end(), {"-I", "/home/alice/src"});
+       }},
       {"include_path_attached", false, [](Request& r) { r.options.push_back("-I/tmp/build"); }},
-      {"output_path", false, [](Request& r) { r.options.insert(r.options.end(), {"-o", "k.o"}); }},
+      {"output_path", false,
+       [](Request& r) {
+         r.options.insert(r.options.end(), {"-o", "k.o"});
+       }},
       {"warning_flags", false,
-       [](Request& r) { r.options.insert(r.options.end(), {"-Wall", "-Werror", "-w"}); }},
+       [](Request& r) {
+         r.options.insert(r.options.end(), {"-Wall", "-Werror", "-w"});
+       }},
       {"verbose_and_diagnostics", false,
        [](Request& r) {
          r.options.insert(r.options.end(), {"-v", "-fdiagnostics-color=always"});
@@ -147,14 +157,17 @@ TEST_P(KeySensitivity, KeyChangesExactlyWhenSemanticsDo) {
 INSTANTIATE_TEST_SUITE_P(Matrix, KeySensitivity, ::testing::Range<std::size_t>(0, cases().size()),
                          [](const auto& p) { return std::string(cases()[p.param].name); });
 
-TEST(KeySensitivity, MatrixIsLargeEnough) { EXPECT_GE(cases().size(), 30U); }
+TEST(KeySensitivity, MatrixIsLargeEnough) {
+  EXPECT_GE(cases().size(), 30U);
+}
 
 TEST(GraphDigest, TwelveIdenticalBlocksShareOneKey) {
   std::set<std::string> keys;
   for (int i = 0; i < 12; ++i) {
     BlockSpec spec;
     spec.name_prefix = "layers." + std::to_string(i) + ".";
-    keys.insert(KeyBuilder().ns("m").graph(make_block(spec)).hardware("cuda:sm_90a").build()->key());
+    keys.insert(
+        KeyBuilder().ns("m").graph(make_block(spec)).hardware("cuda:sm_90a").build()->key());
   }
   EXPECT_EQ(keys.size(), 1U);
 }
@@ -162,7 +175,8 @@ TEST(GraphDigest, TwelveIdenticalBlocksShareOneKey) {
 TEST(GraphDigest, ExplicitRowMajorStridesEqualImplicit) {
   Graph a, b;
   a.add_input("x", TensorType{"f32", {Dim::fixed(4), Dim::fixed(8)}, {}});
-  b.add_input("x", TensorType{"f32", {Dim::fixed(4), Dim::fixed(8)}, {Dim::fixed(8), Dim::fixed(1)}});
+  b.add_input("x",
+              TensorType{"f32", {Dim::fixed(4), Dim::fixed(8)}, {Dim::fixed(8), Dim::fixed(1)}});
   EXPECT_EQ(digest_graph(a).root, digest_graph(b).root);
 }
 

@@ -15,12 +15,12 @@ struct BlockSpec {
   std::string activation = "gelu";
   std::string gelu_approximate = "tanh";
   double eps = 1e-5;
-  bool swap_add_order = false;        // adds the two independent branches in the other order
-  bool swap_mm_operands = false;      // mm(w, x) instead of mm(x, w)
-  bool rename_nodes = false;          // different node names, same graph
-  bool add_dead_node = false;         // an extra node nobody consumes
+  bool swap_add_order = false;   // adds the two independent branches in the other order
+  bool swap_mm_operands = false; // mm(w, x) instead of mm(x, w)
+  bool rename_nodes = false;     // different node names, same graph
+  bool add_dead_node = false;    // an extra node nobody consumes
   bool transposed_weight_layout = false;
-  std::string name_prefix;            // for twelve identical blocks
+  std::string name_prefix; // for twelve identical blocks
 };
 
 inline TensorType tensor(const std::string& dtype, std::vector<Dim> shape,
@@ -34,10 +34,10 @@ inline Graph make_block(const BlockSpec& s = {}) {
   const Dim batch = Dim::symbol(s.batch_symbol);
   const Dim hidden = Dim::fixed(s.hidden);
   const auto x = g.add_input(p + "x", tensor(s.dtype, {batch, hidden}));
-  const auto w = g.add_input(
-      p + "w", s.transposed_weight_layout
-                   ? tensor(s.dtype, {hidden, hidden}, {Dim::fixed(1), hidden})
-                   : tensor(s.dtype, {hidden, hidden}));
+  const auto w =
+      g.add_input(p + "w", s.transposed_weight_layout
+                               ? tensor(s.dtype, {hidden, hidden}, {Dim::fixed(1), hidden})
+                               : tensor(s.dtype, {hidden, hidden}));
   const TensorType act = tensor(s.dtype, {batch, hidden});
 
   const auto mm = *g.add_node(p + "mm", "aten.mm",

@@ -29,7 +29,7 @@ TEST(MemoryStore, LruBoundEvictsLeastRecentlyUsed) {
   ASSERT_TRUE(store.put(Area::kCas, "a", v).has_value());
   ASSERT_TRUE(store.put(Area::kCas, "b", v).has_value());
   ASSERT_TRUE(store.put(Area::kCas, "c", v).has_value());
-  ASSERT_TRUE(store.get(Area::kCas, "a")->has_value()); // a is now most recent
+  ASSERT_TRUE(store.get(Area::kCas, "a")->has_value());   // a is now most recent
   ASSERT_TRUE(store.put(Area::kCas, "d", v).has_value()); // evicts b
   EXPECT_LE(store.size_bytes(), 1000U);
   EXPECT_TRUE(*store.contains(Area::kCas, "a"));

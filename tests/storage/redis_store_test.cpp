@@ -62,7 +62,8 @@ TEST_F(RedisStoreTest, NamespacesAreIsolatedAndKeysReadable) {
 TEST_F(RedisStoreTest, BatchGetAndList) {
   RedisStore store(options_for(server_));
   for (int i = 0; i < 30; ++i) {
-    ASSERT_TRUE(store.put(Area::kCas, "blob-" + std::to_string(i), std::string(i + 1, 'x')).has_value());
+    ASSERT_TRUE(
+        store.put(Area::kCas, "blob-" + std::to_string(i), std::string(i + 1, 'x')).has_value());
   }
   ASSERT_TRUE(store.put(Area::kAction, "kc1-[glob]*", "literal").has_value());
   const std::vector<std::string> keys = {"blob-3", "nope", "blob-29"};
@@ -120,7 +121,7 @@ TEST_F(RedisStoreTest, DeadServerFailsFastThenBreakerRejects) {
 TEST_F(RedisStoreTest, RecoversAfterRestart) {
   RedisStore store(options_for(server_));
   ASSERT_TRUE(store.put(Area::kCas, "k", "v").has_value());
-  server_.restart(); // same port, empty data
+  server_.restart();                                           // same port, empty data
   std::this_thread::sleep_for(std::chrono::milliseconds(350)); // past the breaker's open time
   bool recovered = false;
   for (int i = 0; i < 10 && !recovered; ++i) {

@@ -36,8 +36,7 @@ TEST_P(RocksDbSizes, RoundTripThroughFrames) {
   EXPECT_EQ(**got, value);
 }
 
-INSTANTIATE_TEST_SUITE_P(Payloads, RocksDbSizes,
-                         ::testing::Values(1U << 10, 64U << 10, 16U << 20));
+INSTANTIATE_TEST_SUITE_P(Payloads, RocksDbSizes, ::testing::Values(1U << 10, 64U << 10, 16U << 20));
 
 TEST(RocksDbStore, SurvivesReopenWithSizeAndRecency) {
   TempDir dir;

@@ -11,9 +11,8 @@ using kcache::testing::compressible_bytes;
 using kcache::testing::random_bytes;
 
 TEST(ValueFrame, RoundTrips) {
-  for (const std::string& value :
-       {std::string(), std::string("x"), random_bytes(1000), compressible_bytes(1 << 20),
-        random_bytes(1 << 20)}) {
+  for (const std::string& value : {std::string(), std::string("x"), random_bytes(1000),
+                                   compressible_bytes(1 << 20), random_bytes(1 << 20)}) {
     const Bytes frame = encode_frame(value);
     auto back = decode_frame(frame);
     ASSERT_TRUE(back.has_value()) << back.error().message;

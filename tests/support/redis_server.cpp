@@ -1,20 +1,20 @@
 #include "redis_server.h"
 
-#include <hiredis/hiredis.h>
-
 #include <arpa/inet.h>
-#include <chrono>
-#include <csignal>
 #include <fcntl.h>
-#include <cstdlib>
-#include <memory>
+#include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <spawn.h>
-#include <stdexcept>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <thread>
 #include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
+#include <thread>
 #include <vector>
 
 extern char** environ;
@@ -37,8 +37,8 @@ std::string find_redis_server() {
 
 bool answers_ping(int port) {
   const timeval tv{0, 200'000};
-  std::unique_ptr<redisContext, decltype(&redisFree)> ctx(redisConnectWithTimeout("127.0.0.1", port, tv),
-                                                          &redisFree);
+  std::unique_ptr<redisContext, decltype(&redisFree)> ctx(
+      redisConnectWithTimeout("127.0.0.1", port, tv), &redisFree);
   if (!ctx || ctx->err != 0) {
     return false;
   }
@@ -70,14 +70,17 @@ int free_loopback_port() {
   return ntohs(addr.sin_port);
 }
 
-RedisServer::RedisServer() : port_(free_loopback_port()) { spawn(); }
+RedisServer::RedisServer() : port_(free_loopback_port()) {
+  spawn();
+}
 
 void RedisServer::spawn() {
   const std::string binary = find_redis_server();
-  std::vector<std::string> args = {binary,        "--port", std::to_string(port_), "--bind",
-                                   "127.0.0.1",   "--save", "",                    "--appendonly",
-                                   "no",          "--dir",  dir_.str(),            "--loglevel",
-                                   "warning",     "--protected-mode", "no"};
+  std::vector<std::string> args = {binary,    "--port",           std::to_string(port_),
+                                   "--bind",  "127.0.0.1",        "--save",
+                                   "",        "--appendonly",     "no",
+                                   "--dir",   dir_.str(),         "--loglevel",
+                                   "warning", "--protected-mode", "no"};
   std::vector<char*> argv;
   for (std::string& a : args) {
     argv.push_back(a.data());
@@ -87,7 +90,8 @@ void RedisServer::spawn() {
   const std::string log = (dir_.path() / "redis.log").string();
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   const int rc = posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
@@ -104,7 +108,9 @@ void RedisServer::spawn() {
   }
 }
 
-RedisServer::~RedisServer() { kill(); }
+RedisServer::~RedisServer() {
+  kill();
+}
 
 std::string RedisServer::url(const std::string& query) const {
   return "redis://127.0.0.1:" + std::to_string(port_) + (query.empty() ? "" : "?" + query);

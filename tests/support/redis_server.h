@@ -5,8 +5,9 @@
 
 #include "temp_dir.h"
 
-#include <string>
 #include <sys/types.h>
+
+#include <string>
 
 namespace kcache::testing {
 

@@ -1,11 +1,11 @@
 #pragma once
 // A directory that exists for the lifetime of the object.
 
+#include <stdlib.h>
+
 #include <filesystem>
 #include <stdexcept>
 #include <string>
-
-#include <stdlib.h>
 
 namespace kcache::testing {
 

@@ -6,9 +6,10 @@
 #include <kcache/cachekey/attr_value.h>
 #include <kcache/cachekey/tensor_type.h>
 
+#include <tl/expected.hpp>
+
 #include <cstdint>
 #include <string>
-#include <tl/expected.hpp>
 #include <vector>
 
 namespace kcache::cachekey {

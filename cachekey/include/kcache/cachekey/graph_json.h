@@ -3,9 +3,10 @@
 
 #include <kcache/cachekey/graph.h>
 
+#include <tl/expected.hpp>
+
 #include <string>
 #include <string_view>
-#include <tl/expected.hpp>
 
 namespace kcache::cachekey {
 

@@ -12,9 +12,10 @@
 #include <kcache/cachekey/graph_digest.h>
 #include <kcache/cachekey/sha256.h>
 
+#include <tl/expected.hpp>
+
 #include <span>
 #include <string>
-#include <tl/expected.hpp>
 #include <vector>
 
 namespace kcache::cachekey {

@@ -9,12 +9,13 @@
 #include <kcache/cachekey/hardware.h>
 #include <kcache/cachekey/toolchain.h>
 
+#include <tl/expected.hpp>
+
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <span>
 #include <string>
-#include <tl/expected.hpp>
 #include <vector>
 
 namespace kcache::cachekey {

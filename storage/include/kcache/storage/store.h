@@ -9,12 +9,13 @@
 
 #include <kcache/storage/store_counters.h>
 
+#include <tl/expected.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
-#include <tl/expected.hpp>
 #include <vector>
 
 namespace kcache::storage {
@@ -45,8 +46,8 @@ struct ObjectInfo {
 };
 
 struct ListOptions {
-  std::optional<Area> area;  // both areas when empty
-  std::string prefix;        // key prefix filter
+  std::optional<Area> area; // both areas when empty
+  std::string prefix;       // key prefix filter
   std::size_t limit = SIZE_MAX;
 };
 

@@ -11,13 +11,13 @@ struct CounterSnapshot {
   std::uint64_t hits = 0;
   std::uint64_t misses = 0;
   std::uint64_t errors = 0;
-  std::uint64_t corrupt = 0;    // values that failed verification (then deleted)
+  std::uint64_t corrupt = 0; // values that failed verification (then deleted)
   std::uint64_t evictions = 0;
   std::uint64_t puts = 0;
   std::uint64_t bytes_read = 0;
   std::uint64_t bytes_written = 0;
-  std::uint64_t backfills = 0;  // tiered: copies into faster tiers
-  std::uint64_t rejected = 0;   // calls refused without trying (open circuit breaker)
+  std::uint64_t backfills = 0; // tiered: copies into faster tiers
+  std::uint64_t rejected = 0;  // calls refused without trying (open circuit breaker)
 };
 
 struct StoreCounters {
@@ -37,9 +37,11 @@ struct StoreCounters {
   }
 
   CounterSnapshot snapshot() const {
-    auto load = [](const std::atomic<std::uint64_t>& c) { return c.load(std::memory_order_relaxed); };
-    return CounterSnapshot{load(hits),    load(misses),     load(errors),        load(corrupt),
-                           load(evictions), load(puts),     load(bytes_read),    load(bytes_written),
+    auto load = [](const std::atomic<std::uint64_t>& c) {
+      return c.load(std::memory_order_relaxed);
+    };
+    return CounterSnapshot{load(hits),      load(misses),  load(errors),     load(corrupt),
+                           load(evictions), load(puts),    load(bytes_read), load(bytes_written),
                            load(backfills), load(rejected)};
   }
 };
