@@ -89,6 +89,7 @@ std::map<std::string, Result> g_results; // "get/rocksdb/64KiB" -> numbers
 void run_op(benchmark::State& state, const std::string& name, bool is_get, std::size_t size,
             Op& op) {
   std::vector<std::string> keys;
+  keys.reserve(kKeysPerSize);
   for (int i = 0; i < kKeysPerSize; ++i) {
     keys.push_back("bench-" + size_label(size) + "-" + std::to_string(i));
   }
@@ -115,7 +116,7 @@ void run_op(benchmark::State& state, const std::string& name, bool is_get, std::
   }
   std::sort(latencies_us.begin(), latencies_us.end());
   auto pct = [&](double p) {
-    return latencies_us[static_cast<std::size_t>(p * (latencies_us.size() - 1))];
+    return latencies_us[static_cast<std::size_t>(p * static_cast<double>(latencies_us.size() - 1))];
   };
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
   state.counters["p50_us"] = pct(0.50);

@@ -56,8 +56,8 @@ void read_x86(CpuInfo& info) {
 
   if (cpuid(0x80000000).eax >= 0x80000004) {
     char brand[49] = {};
-    for (unsigned i = 0; i < 3; ++i) {
-      const Regs r = cpuid(0x80000002 + i);
+    for (std::size_t i = 0; i < 3; ++i) {
+      const Regs r = cpuid(0x80000002 + static_cast<unsigned>(i));
       std::memcpy(brand + 16 * i, &r, 16);
     }
     info.model = trim(brand);

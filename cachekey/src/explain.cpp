@@ -134,7 +134,9 @@ ComponentDiff toolchain_diff(const KeyManifest& a, const KeyManifest& b) {
     const std::string va = ia == a.toolchain.end() ? "(absent)" : ia->second;
     const std::string vb = ib == b.toolchain.end() ? "(absent)" : ib->second;
     if (va != vb) {
-      diff.details.push_back(name + ": " + va + " -> " + vb);
+      std::string line = name;
+      line.append(": ").append(va).append(" -> ").append(vb);
+      diff.details.push_back(std::move(line));
     }
   }
   return diff;
