@@ -1,4 +1,5 @@
 #include <kcache/cachekey/sha256.h>
+#include <kcache/cachekey/wire.h>
 #include <kcache/storage/artifact_store.h>
 
 #include <nlohmann/json.hpp>
@@ -13,13 +14,15 @@ std::string record_to_json(const ActionRecord& r) {
   for (const OutputRef& o : r.outputs) {
     outputs.push_back({{"name", o.name}, {"digest", o.digest}, {"size", o.size}});
   }
-  return json{{"key", r.key},
-              {"manifest", json::parse(cachekey::manifest_to_json(r.manifest))},
-              {"outputs", std::move(outputs)},
-              {"producer", r.producer},
-              {"created_ms", r.created_ms},
-              {"metadata", r.metadata}}
-      .dump();
+  json doc{{"key", r.key},
+           {"outputs", std::move(outputs)},
+           {"producer", r.producer},
+           {"created_ms", r.created_ms},
+           {"metadata", r.metadata}};
+  if (r.manifest) {
+    doc["manifest"] = json::parse(cachekey::manifest_to_json(*r.manifest));
+  }
+  return doc.dump();
 }
 
 Result<ActionRecord> record_from_json(std::string_view text) {
@@ -34,18 +37,23 @@ Result<ActionRecord> record_from_json(std::string_view text) {
   try {
     ActionRecord r;
     r.key = doc.at("key").get<std::string>();
-    auto manifest = cachekey::manifest_from_json(doc.at("manifest").dump());
-    if (!manifest) {
-      return corrupt(manifest.error().message);
-    }
-    r.manifest = std::move(*manifest);
-    if (r.manifest.key() != r.key) {
-      return corrupt("manifest does not hash to the record's key");
+    if (doc.contains("manifest") && !doc["manifest"].is_null()) {
+      auto manifest = cachekey::manifest_from_json(doc["manifest"].dump());
+      if (!manifest) {
+        return corrupt(manifest.error().message);
+      }
+      if (manifest->key() != r.key) {
+        return corrupt("manifest does not hash to the record's key");
+      }
+      r.manifest = std::move(*manifest);
     }
     for (const json& o : doc.at("outputs")) {
-      r.outputs.push_back(OutputRef{o.at("name").get<std::string>(),
-                                    o.at("digest").get<std::string>(),
-                                    o.at("size").get<std::uint64_t>()});
+      OutputRef out{o.at("name").get<std::string>(), o.value("digest", std::string()),
+                    o.value("size", std::uint64_t{0})};
+      if (!cachekey::wire::is_valid_cas_key(out.digest)) {
+        return corrupt("output '" + out.name + "' has a malformed digest");
+      }
+      r.outputs.push_back(std::move(out));
     }
     r.producer = doc.value("producer", std::string());
     r.created_ms = doc.value("created_ms", std::int64_t{0});
@@ -59,8 +67,32 @@ Result<ActionRecord> record_from_json(std::string_view text) {
 Result<ActionRecord> ArtifactStore::put(const cachekey::KeyManifest& manifest,
                                         std::vector<ArtifactFile> files, std::string producer,
                                         std::map<std::string, std::string> metadata) {
-  ActionRecord record{manifest.key(),      manifest,      {},
-                      std::move(producer), unix_now_ms(), std::move(metadata)};
+  return put(
+      ActionRecord{manifest.key(), manifest, {}, std::move(producer), 0, std::move(metadata)},
+      std::move(files));
+}
+
+Result<ActionRecord> ArtifactStore::put(std::string key, std::vector<ArtifactFile> files,
+                                        std::string producer,
+                                        std::map<std::string, std::string> metadata) {
+  return put(
+      ActionRecord{std::move(key), std::nullopt, {}, std::move(producer), 0, std::move(metadata)},
+      std::move(files));
+}
+
+Result<ActionRecord> ArtifactStore::put(ActionRecord record, std::vector<ArtifactFile> files) {
+  if (!cachekey::wire::is_valid_action_key(record.key)) {
+    return tl::unexpected(
+        StoreError{StoreError::Code::kInvalidArgument, "invalid action key '" + record.key + "'"});
+  }
+  if (record.manifest && record.manifest->key() != record.key) {
+    return tl::unexpected(StoreError{StoreError::Code::kInvalidArgument,
+                                     "the manifest does not hash to key '" + record.key + "'"});
+  }
+  record.outputs.clear();
+  if (record.created_ms == 0) {
+    record.created_ms = unix_now_ms();
+  }
   // Blobs first: a record must never point at a blob that is not there yet.
   for (ArtifactFile& file : files) {
     const std::string digest = cachekey::to_hex(cachekey::Sha256::of(file.data));

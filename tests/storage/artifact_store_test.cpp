@@ -42,6 +42,22 @@ TEST(ArtifactStore, PutGetAndIdenticalBlobsStoredOnce) {
   EXPECT_FALSE(store.get(manifest("zzz").key())->has_value());
 }
 
+TEST(ArtifactStore, ClientKeysWithoutManifest) {
+  MemoryStore memory(64 << 20);
+  ArtifactStore store(memory);
+  auto rec =
+      store.put("fxgraph-abc123", {{"graph.pkl", "pickled"}}, "rank0", {{"hash_details", "x"}});
+  ASSERT_TRUE(rec.has_value()) << rec.error().message;
+  auto got = store.get("fxgraph-abc123");
+  ASSERT_TRUE(got.has_value() && got->has_value());
+  EXPECT_FALSE((*got)->record.manifest.has_value());
+  EXPECT_EQ((*got)->files.at(0).data, "pickled");
+  EXPECT_FALSE(store.put("bad key/with slash", {}, "x").has_value());
+  // A manifest that does not hash to the key is refused.
+  ActionRecord wrong{"kc1-" + std::string(64, '0'), manifest("a"), {}, "x", 0, {}};
+  EXPECT_FALSE(store.put(wrong, {}).has_value());
+}
+
 TEST(ArtifactStore, MissingOrWrongBlobIsAMissNeverAPartialArtifact) {
   MemoryStore memory(64 << 20);
   ArtifactStore store(memory);

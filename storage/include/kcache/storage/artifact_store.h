@@ -29,7 +29,9 @@ struct OutputRef {
 
 struct ActionRecord {
   std::string key;
-  cachekey::KeyManifest manifest;
+  // kcache's own keys carry their manifest (it must hash to `key`); clients
+  // that key with their own hash (Inductor's FX keys) store none.
+  std::optional<cachekey::KeyManifest> manifest;
   std::vector<OutputRef> outputs;
   std::string producer; // "kcache-worker@host", "torch-rank-0"
   std::int64_t created_ms = 0;
@@ -50,6 +52,11 @@ public:
 
   Result<ActionRecord> put(const cachekey::KeyManifest& manifest, std::vector<ArtifactFile> files,
                            std::string producer, std::map<std::string, std::string> metadata = {});
+  // For keys computed by the client (no kcache manifest).
+  Result<ActionRecord> put(std::string key, std::vector<ArtifactFile> files, std::string producer,
+                           std::map<std::string, std::string> metadata = {});
+  // Stores the blobs, then the record (whose outputs are filled in).
+  Result<ActionRecord> put(ActionRecord record, std::vector<ArtifactFile> files);
   // A miss when the record or any of its blobs is missing or fails its digest.
   Result<std::optional<Artifact>> get(std::string_view key);
   Result<std::optional<ActionRecord>> get_record(std::string_view key);
