@@ -1,0 +1,68 @@
+#pragma once
+// kcached's configuration: a TOML file, then command-line flags on top.
+//
+//   listen          = "127.0.0.1:7070"      # TCP; "" disables
+//   unix_socket     = "/run/kcache.sock"    # "" disables
+//   data_dir        = "/var/lib/kcache"     # the embedded RocksDB store
+//   disk_capacity   = "10GiB"
+//   memory_capacity = "256MiB"
+//   redis_url       = "redis://10.0.0.5:6379?namespace=kcache"   # optional shared tier
+//   threads         = 0                     # I/O threads; 0: one per core
+//   log_level       = "info"
+//   [limits]
+//   max_header_bytes = 16384
+//   max_body_bytes   = "1GiB"
+//   max_connections  = 1024
+//   idle_timeout_s   = 60
+//   drain_timeout_s  = 10
+//   [[tokens]]                              # none: no authentication (local use)
+//   token = "..."                           # sent as "Authorization: Bearer ..."
+//   role  = "admin"                         # read | write | admin
+
+#include <tl/expected.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kcache::service {
+
+enum class Role { kRead = 0, kWrite = 1, kAdmin = 2 };
+
+struct Token {
+  std::string token;
+  Role role = Role::kRead;
+};
+
+struct Limits {
+  std::uint32_t max_header_bytes = 16 << 10;
+  std::uint64_t max_body_bytes = 1ULL << 30;
+  std::size_t max_connections = 1024;
+  std::chrono::seconds idle_timeout{60};
+  std::chrono::seconds drain_timeout{10};
+};
+
+struct ServiceConfig {
+  std::string listen = "127.0.0.1:7070";
+  std::string unix_socket;
+  std::string data_dir = "/var/lib/kcache";
+  std::uint64_t disk_capacity = 10ULL << 30;
+  std::uint64_t memory_capacity = 256ULL << 20;
+  std::string redis_url;
+  unsigned threads = 0;
+  std::string log_level = "info";
+  std::string port_file; // written with the bound TCP port once listening
+  Limits limits;
+  std::vector<Token> tokens;
+};
+
+tl::expected<ServiceConfig, std::string> load_config_file(const std::string& path,
+                                                          ServiceConfig base = {});
+// --config FILE is read first; every other flag overrides it. --help gives usage.
+tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char* const* argv);
+std::string usage();
+
+tl::expected<Role, std::string> parse_role(std::string_view name);
+
+} // namespace kcache::service

@@ -1,0 +1,71 @@
+#pragma once
+// The daemon's HTTP API as a pure function, request -> response, over a Store.
+// No sockets here: the HTTP server calls it, and so do tests and the fuzzer.
+//
+//   GET  /healthz                          liveness, no auth
+//   GET  /metrics                          Prometheus text
+//   GET  /v1/stats                         JSON: tiers, counters, uptime
+//   GET|HEAD|PUT|DELETE /v1/ac/{key}       action records (JSON); PUT needs the
+//                                          record's blobs present in the CAS (409)
+//   GET|HEAD|PUT|DELETE /v1/cas/{sha256}   blobs; PUT checks the digest
+//   GET|PUT /v1/artifacts/{key}            record + files in one parts body
+//   POST /v1/batch/get                     {"keys": [...]} -> one part per key
+//                                          (the artifact's parts, or empty: miss)
+//   GET  /v1/entries?area=&prefix=&sort=size|last_access|created&limit=
+//   GET  /v1/entries/{key}                 one record with its storage metadata
+//
+// Roles: GET/HEAD need read, PUT needs write, DELETE needs admin.
+
+#include <kcache/service/config.h>
+#include <kcache/service/metrics.h>
+#include <kcache/storage/artifact_store.h>
+#include <kcache/storage/store.h>
+
+#include <boost/beast/http.hpp>
+
+#include <chrono>
+#include <vector>
+
+namespace kcache::service {
+
+namespace http = boost::beast::http;
+using Request = http::request<http::string_body>;
+using Response = http::response<http::string_body>;
+
+// A tier as /v1/stats and /metrics report it.
+struct TierView {
+  std::string name;
+  const storage::Store* store;
+};
+
+class RequestHandler {
+public:
+  RequestHandler(storage::Store& store, std::vector<TierView> tiers, MetricsRegistry& metrics,
+                 std::vector<Token> tokens);
+
+  Response handle(const Request& request);
+
+  // Largest number of keys one batch request may ask for.
+  static constexpr std::size_t kMaxBatchKeys = 10000;
+
+private:
+  struct Query;
+  Response dispatch(const Request& request, std::string_view path, const Query& query, Role role,
+                    std::string& route);
+  Response action(const Request& request, std::string_view key, Role role);
+  Response cas(const Request& request, std::string_view digest, Role role);
+  Response artifact(const Request& request, std::string_view key, Role role);
+  Response batch_get(const Request& request);
+  Response entries(const Request& request, const Query& query);
+  Response entry(const Request& request, std::string_view key);
+  Response stats(const Request& request);
+
+  storage::Store& store_;
+  storage::ArtifactStore artifacts_;
+  std::vector<TierView> tiers_;
+  MetricsRegistry& metrics_;
+  std::vector<Token> tokens_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+};
+
+} // namespace kcache::service

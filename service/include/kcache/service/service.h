@@ -1,0 +1,45 @@
+#pragma once
+// kcached assembled from its configuration: the storage tiers (memory, the
+// embedded RocksDB store, Redis if configured), the request handler, metrics
+// and the HTTP server on TCP and/or a Unix socket. run() serves until SIGTERM or
+// SIGINT, then drains in-flight requests and closes the stores cleanly.
+
+#include <kcache/service/config.h>
+#include <kcache/service/http_server.h>
+#include <kcache/service/metrics.h>
+#include <kcache/service/request_handler.h>
+#include <kcache/storage/store.h>
+
+#include <boost/asio/io_context.hpp>
+#include <tl/expected.hpp>
+
+#include <memory>
+
+namespace kcache::service {
+
+class Service {
+public:
+  static tl::expected<std::unique_ptr<Service>, std::string> create(const ServiceConfig& config);
+  ~Service();
+
+  // Serves until a termination signal or stop(); returns the exit status.
+  int run();
+  // Drains and stops run(); safe from any thread.
+  void stop();
+  std::uint16_t tcp_port() const { return server_->tcp_port(); }
+
+  struct PrivateTag {
+    explicit PrivateTag() = default;
+  };
+  Service(PrivateTag, ServiceConfig config);
+
+private:
+  ServiceConfig config_;
+  boost::asio::io_context io_;
+  std::unique_ptr<storage::Store> store_;
+  MetricsRegistry metrics_;
+  std::unique_ptr<RequestHandler> handler_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+} // namespace kcache::service

@@ -1,0 +1,216 @@
+#include <kcache/service/config.h>
+#include <kcache/storage/store_factory.h>
+
+#include <toml++/toml.h>
+
+#include <charconv>
+
+namespace kcache::service {
+namespace {
+
+tl::unexpected<std::string> fail(std::string message) {
+  return tl::unexpected(std::move(message));
+}
+
+// Sizes may be integers or strings with units ("10GiB").
+tl::expected<std::uint64_t, std::string> size_value(const toml::node& node, std::string_view what) {
+  if (auto v = node.value<std::int64_t>()) {
+    if (*v < 0) {
+      return fail(std::string(what) + " must not be negative");
+    }
+    return static_cast<std::uint64_t>(*v);
+  }
+  if (auto s = node.value<std::string>()) {
+    auto size = storage::parse_size(*s);
+    if (!size) {
+      return fail(std::string(what) + ": " + size.error().message);
+    }
+    return *size;
+  }
+  return fail(std::string(what) + " must be a size (integer or \"10GiB\")");
+}
+
+tl::expected<std::uint64_t, std::string> parse_uint(std::string_view text, std::string_view what) {
+  std::uint64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size()) {
+    return fail(std::string(what) + ": '" + std::string(text) + "' is not a non-negative integer");
+  }
+  return v;
+}
+
+} // namespace
+
+tl::expected<Role, std::string> parse_role(std::string_view name) {
+  if (name == "read") {
+    return Role::kRead;
+  }
+  if (name == "write") {
+    return Role::kWrite;
+  }
+  if (name == "admin") {
+    return Role::kAdmin;
+  }
+  return fail("unknown role '" + std::string(name) + "' (read, write, admin)");
+}
+
+tl::expected<ServiceConfig, std::string> load_config_file(const std::string& path,
+                                                          ServiceConfig c) {
+  toml::table doc;
+  try {
+    doc = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    // toml++ reports syntax errors by exception; they end here, as a value.
+    return fail(path + ": " + std::string(e.description()));
+  }
+  auto str = [&](std::string_view key, std::string& out) -> tl::expected<void, std::string> {
+    if (const toml::node* n = doc.get(key)) {
+      if (!n->is_string()) {
+        return fail(path + ": " + std::string(key) + " must be a string");
+      }
+      out = *n->value<std::string>();
+    }
+    return {};
+  };
+  for (auto [key, out] : {std::pair<std::string_view, std::string*>{"listen", &c.listen},
+                          {"unix_socket", &c.unix_socket},
+                          {"data_dir", &c.data_dir},
+                          {"redis_url", &c.redis_url},
+                          {"log_level", &c.log_level}}) {
+    if (auto ok = str(key, *out); !ok) {
+      return tl::unexpected(ok.error());
+    }
+  }
+  for (auto [key, out] :
+       {std::pair<std::string_view, std::uint64_t*>{"disk_capacity", &c.disk_capacity},
+        {"memory_capacity", &c.memory_capacity}}) {
+    if (const toml::node* n = doc.get(key)) {
+      auto v = size_value(*n, path + ": " + std::string(key));
+      if (!v) {
+        return tl::unexpected(v.error());
+      }
+      *out = *v;
+    }
+  }
+  if (auto t = doc["threads"].value<std::int64_t>()) {
+    c.threads = static_cast<unsigned>(std::max<std::int64_t>(0, *t));
+  }
+  if (const toml::table* limits = doc["limits"].as_table()) {
+    if (auto v = (*limits)["max_header_bytes"].value<std::int64_t>()) {
+      c.limits.max_header_bytes = static_cast<std::uint32_t>(std::max<std::int64_t>(1024, *v));
+    }
+    if (const toml::node* n = limits->get("max_body_bytes")) {
+      auto v = size_value(*n, path + ": limits.max_body_bytes");
+      if (!v) {
+        return tl::unexpected(v.error());
+      }
+      c.limits.max_body_bytes = *v;
+    }
+    if (auto v = (*limits)["max_connections"].value<std::int64_t>()) {
+      c.limits.max_connections = static_cast<std::size_t>(std::max<std::int64_t>(1, *v));
+    }
+    if (auto v = (*limits)["idle_timeout_s"].value<std::int64_t>()) {
+      c.limits.idle_timeout = std::chrono::seconds(std::max<std::int64_t>(1, *v));
+    }
+    if (auto v = (*limits)["drain_timeout_s"].value<std::int64_t>()) {
+      c.limits.drain_timeout = std::chrono::seconds(std::max<std::int64_t>(0, *v));
+    }
+  }
+  if (const toml::array* tokens = doc["tokens"].as_array()) {
+    for (const toml::node& node : *tokens) {
+      const toml::table* t = node.as_table();
+      auto token = t ? (*t)["token"].value<std::string>() : std::nullopt;
+      auto role_name = t ? (*t)["role"].value<std::string>() : std::nullopt;
+      if (!token || token->empty() || !role_name) {
+        return fail(path + ": every [[tokens]] entry needs a non-empty token and a role");
+      }
+      auto role = parse_role(*role_name);
+      if (!role) {
+        return fail(path + ": " + role.error());
+      }
+      c.tokens.push_back(Token{*token, *role});
+    }
+  }
+  return c;
+}
+
+std::string usage() {
+  return R"(kcached: the kcache daemon (HTTP/1.1 over TCP and a Unix socket)
+
+usage: kcached [--config FILE] [options]
+  --config FILE          TOML configuration (options below override it)
+  --listen HOST:PORT     TCP address (default 127.0.0.1:7070; port 0 picks one; "" disables)
+  --unix-socket PATH     also serve on a Unix socket
+  --data-dir DIR         embedded RocksDB store (default /var/lib/kcache)
+  --disk-capacity SIZE   bound of the RocksDB store (default 10GiB)
+  --memory-capacity SIZE in-memory tier (default 256MiB)
+  --redis-url URL        shared Redis tier, e.g. redis://host:6379?namespace=kcache
+  --threads N            I/O threads (default: one per core)
+  --max-body-bytes SIZE  largest request body (default 1GiB)
+  --max-connections N    concurrent connections (default 1024)
+  --log-level LEVEL      trace, debug, info, warn, error
+  --port-file PATH       write the bound TCP port here once listening
+)";
+}
+
+tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char* const* argv) {
+  ServiceConfig c;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string_view(argv[i]) == "--config") {
+      auto loaded = load_config_file(argv[i + 1], c);
+      if (!loaded) {
+        return loaded;
+      }
+      c = std::move(*loaded);
+    }
+  }
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      return fail(usage());
+    }
+    if (i + 1 >= argc) {
+      return fail("option " + std::string(flag) + " needs a value\n" + usage());
+    }
+    const std::string value = argv[++i];
+    if (flag == "--config") {
+      continue;
+    } else if (flag == "--listen") {
+      c.listen = value;
+    } else if (flag == "--unix-socket") {
+      c.unix_socket = value;
+    } else if (flag == "--data-dir") {
+      c.data_dir = value;
+    } else if (flag == "--redis-url") {
+      c.redis_url = value;
+    } else if (flag == "--log-level") {
+      c.log_level = value;
+    } else if (flag == "--port-file") {
+      c.port_file = value;
+    } else if (flag == "--disk-capacity" || flag == "--memory-capacity" ||
+               flag == "--max-body-bytes") {
+      auto size = storage::parse_size(value);
+      if (!size) {
+        return fail(std::string(flag) + ": " + size.error().message);
+      }
+      (flag == "--disk-capacity"     ? c.disk_capacity
+       : flag == "--memory-capacity" ? c.memory_capacity
+                                     : c.limits.max_body_bytes) = *size;
+    } else if (flag == "--threads" || flag == "--max-connections") {
+      auto n = parse_uint(value, flag);
+      if (!n) {
+        return tl::unexpected(n.error());
+      }
+      if (flag == "--threads") {
+        c.threads = static_cast<unsigned>(*n);
+      } else {
+        c.limits.max_connections = std::max<std::size_t>(1, *n);
+      }
+    } else {
+      return fail("unknown option " + std::string(flag) + "\n" + usage());
+    }
+  }
+  return c;
+}
+
+} // namespace kcache::service

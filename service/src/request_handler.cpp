@@ -1,0 +1,525 @@
+#include <kcache/cachekey/key_manifest.h>
+#include <kcache/cachekey/sha256.h>
+#include <kcache/cachekey/wire.h>
+#include <kcache/service/request_handler.h>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+
+namespace kcache::service {
+
+namespace wire = cachekey::wire;
+using nlohmann::json;
+using storage::Area;
+
+struct RequestHandler::Query {
+  std::map<std::string, std::string, std::less<>> params;
+  std::string get(std::string_view name, std::string fallback = "") const {
+    const auto it = params.find(name);
+    return it == params.end() ? fallback : it->second;
+  }
+};
+
+namespace {
+
+std::string percent_decode(std::string_view s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      unsigned value = 0;
+      const auto [ptr, ec] = std::from_chars(s.data() + i + 1, s.data() + i + 3, value, 16);
+      if (ec == std::errc() && ptr == s.data() + i + 3) {
+        out += static_cast<char>(value);
+        i += 2;
+        continue;
+      }
+    }
+    out += s[i] == '+' ? ' ' : s[i];
+  }
+  return out;
+}
+
+Response make(const Request& req, http::status status, std::string body,
+              std::string_view content_type) {
+  Response res{status, req.version()};
+  res.set(http::field::server, "kcached");
+  res.set(http::field::content_type, content_type);
+  res.keep_alive(req.keep_alive());
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return res;
+}
+
+Response json_response(const Request& req, http::status status, const json& body) {
+  return make(req, status, body.dump(), wire::kJsonContentType);
+}
+
+Response error(const Request& req, http::status status, std::string message) {
+  return json_response(req, status, json{{"error", std::move(message)}});
+}
+
+Response store_error(const Request& req, const storage::StoreError& e) {
+  // The store could not answer: a server-side condition, never the client's fault.
+  return error(req, http::status::service_unavailable,
+               std::string(storage::error_code_name(e.code)) + ": " + e.message);
+}
+
+Response head_response(const Request& req, bool found) {
+  Response res{found ? http::status::ok : http::status::not_found, req.version()};
+  res.set(http::field::server, "kcached");
+  res.keep_alive(req.keep_alive());
+  res.content_length(0);
+  return res;
+}
+
+bool allowed(http::verb method, Role role) {
+  switch (method) {
+  case http::verb::get:
+  case http::verb::head:
+    return true;
+  case http::verb::put:
+  case http::verb::post:
+    return role >= Role::kWrite;
+  case http::verb::delete_:
+    return role >= Role::kAdmin;
+  default:
+    return false;
+  }
+}
+
+std::vector<wire::Part> artifact_parts(const storage::Artifact& artifact) {
+  std::vector<wire::Part> parts;
+  parts.reserve(artifact.files.size() + 1);
+  parts.push_back({"record", storage::record_to_json(artifact.record)});
+  for (const storage::ArtifactFile& f : artifact.files) {
+    parts.push_back({f.name, f.data});
+  }
+  return parts;
+}
+
+json info_json(const storage::ObjectInfo& info) {
+  return json{{"area", storage::area_name(info.area)},
+              {"key", info.key},
+              {"size", info.size},
+              {"created_ms", info.created_ms},
+              {"last_access_ms", info.last_access_ms}};
+}
+
+} // namespace
+
+RequestHandler::RequestHandler(storage::Store& store, std::vector<TierView> tiers,
+                               MetricsRegistry& metrics, std::vector<Token> tokens)
+    : store_(store), artifacts_(store), tiers_(std::move(tiers)), metrics_(metrics),
+      tokens_(std::move(tokens)) {}
+
+Response RequestHandler::handle(const Request& request) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string_view target(request.target().data(), request.target().size());
+  const auto qmark = target.find('?');
+  const std::string_view path = target.substr(0, qmark);
+  Query query;
+  if (qmark != std::string_view::npos) {
+    std::string_view rest = target.substr(qmark + 1);
+    while (!rest.empty()) {
+      const auto amp = rest.find('&');
+      const std::string_view pair = rest.substr(0, amp);
+      const auto eq = pair.find('=');
+      query.params[percent_decode(pair.substr(0, eq))] =
+          eq == std::string_view::npos ? "" : percent_decode(pair.substr(eq + 1));
+      rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+    }
+  }
+
+  std::string route = "unknown";
+  Response response;
+  Role role = Role::kAdmin; // no tokens configured: open (single-user or trusted network)
+  bool authorized = true;
+  if (!tokens_.empty() && path != "/healthz") {
+    const auto auth = request[http::field::authorization];
+    const std::string_view bearer = "Bearer ";
+    const auto it = std::find_if(tokens_.begin(), tokens_.end(), [&](const Token& t) {
+      return auth.size() == bearer.size() + t.token.size() && auth.starts_with(bearer) &&
+             auth.substr(bearer.size()) == t.token;
+    });
+    authorized = it != tokens_.end();
+    role = authorized ? it->role : Role::kRead;
+  }
+  if (!authorized) {
+    response = error(request, http::status::unauthorized, "missing or unknown bearer token");
+    response.set(http::field::www_authenticate, "Bearer");
+  } else if (!allowed(request.method(), role) &&
+             (request.method() == http::verb::put || request.method() == http::verb::post ||
+              request.method() == http::verb::delete_)) {
+    response = error(request, http::status::forbidden,
+                     "this token's role may not " + std::string(request.method_string()));
+  } else {
+    response = dispatch(request, path, query, role, route);
+  }
+
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  metrics_
+      .histogram("kcache_http_request_duration_seconds", "Time to handle a request",
+                 {{"route", route}})
+      .observe(seconds);
+  metrics_
+      .counter("kcache_http_requests_total", "Requests by route, method and status",
+               {{"route", route},
+                {"method", std::string(request.method_string())},
+                {"code", std::to_string(response.result_int())}})
+      .inc();
+  return response;
+}
+
+Response RequestHandler::dispatch(const Request& req, std::string_view path, const Query& query,
+                                  Role role, std::string& route) {
+  const http::verb method = req.method();
+  auto only = [&](std::initializer_list<http::verb> verbs) {
+    return std::find(verbs.begin(), verbs.end(), method) != verbs.end();
+  };
+  auto method_not_allowed = [&](std::string allow) {
+    Response res = error(req, http::status::method_not_allowed,
+                         std::string(req.method_string()) + " is not allowed here");
+    res.set(http::field::allow, allow);
+    return res;
+  };
+  auto tail = [&](std::string_view prefix) -> std::optional<std::string_view> {
+    if (path.starts_with(prefix) && path.size() > prefix.size()) {
+      return path.substr(prefix.size());
+    }
+    return std::nullopt;
+  };
+
+  if (path == "/healthz") {
+    route = "healthz";
+    return only({http::verb::get, http::verb::head})
+               ? make(req, http::status::ok, "ok\n", "text/plain")
+               : method_not_allowed("GET, HEAD");
+  }
+  if (path == "/metrics") {
+    route = "metrics";
+    return only({http::verb::get})
+               ? make(req, http::status::ok, metrics_.render(), "text/plain; version=0.0.4")
+               : method_not_allowed("GET");
+  }
+  if (path == "/v1/stats") {
+    route = "stats";
+    return only({http::verb::get}) ? stats(req) : method_not_allowed("GET");
+  }
+  if (auto key = tail("/v1/ac/")) {
+    route = "ac";
+    return only({http::verb::get, http::verb::head, http::verb::put, http::verb::delete_})
+               ? action(req, *key, role)
+               : method_not_allowed("GET, HEAD, PUT, DELETE");
+  }
+  if (auto digest = tail("/v1/cas/")) {
+    route = "cas";
+    return only({http::verb::get, http::verb::head, http::verb::put, http::verb::delete_})
+               ? cas(req, *digest, role)
+               : method_not_allowed("GET, HEAD, PUT, DELETE");
+  }
+  if (auto key = tail("/v1/artifacts/")) {
+    route = "artifacts";
+    return only({http::verb::get, http::verb::put}) ? artifact(req, *key, role)
+                                                    : method_not_allowed("GET, PUT");
+  }
+  if (path == "/v1/batch/get") {
+    route = "batch_get";
+    return only({http::verb::post}) ? batch_get(req) : method_not_allowed("POST");
+  }
+  if (path == "/v1/entries") {
+    route = "entries";
+    return only({http::verb::get}) ? entries(req, query) : method_not_allowed("GET");
+  }
+  if (auto key = tail("/v1/entries/")) {
+    route = "entry";
+    return only({http::verb::get}) ? entry(req, *key) : method_not_allowed("GET");
+  }
+  return error(req, http::status::not_found, "no route for " + std::string(path));
+}
+
+Response RequestHandler::action(const Request& req, std::string_view key, Role /*role*/) {
+  if (!wire::is_valid_action_key(key)) {
+    return error(req, http::status::bad_request,
+                 "invalid action key (1-512 characters of [A-Za-z0-9._:+=-])");
+  }
+  switch (req.method()) {
+  case http::verb::head: {
+    auto found = store_.contains(Area::kAction, key);
+    return found ? head_response(req, *found) : store_error(req, found.error());
+  }
+  case http::verb::get: {
+    auto record = artifacts_.get_record(key);
+    if (!record) {
+      return store_error(req, record.error());
+    }
+    if (!record->has_value()) {
+      return error(req, http::status::not_found, "no action record for " + std::string(key));
+    }
+    return make(req, http::status::ok, storage::record_to_json(**record), wire::kJsonContentType);
+  }
+  case http::verb::put: {
+    auto record = storage::record_from_json(req.body());
+    if (!record) {
+      return error(req, http::status::bad_request, record.error().message);
+    }
+    if (record->key != key) {
+      return error(req, http::status::bad_request, "the record's key differs from the URL's");
+    }
+    json missing = json::array();
+    for (const storage::OutputRef& out : record->outputs) {
+      auto present = store_.contains(Area::kCas, out.digest);
+      if (!present) {
+        return store_error(req, present.error());
+      }
+      if (!*present) {
+        missing.push_back(out.digest);
+      }
+    }
+    if (!missing.empty()) {
+      // As in Bazel's REAPI: an action result may only name blobs that exist.
+      return json_response(req, http::status::conflict,
+                           json{{"error", "the record names blobs missing from the CAS"},
+                                {"missing", std::move(missing)}});
+    }
+    if (record->created_ms == 0) {
+      record->created_ms = storage::unix_now_ms();
+    }
+    if (auto ok = store_.put(Area::kAction, key, storage::record_to_json(*record)); !ok) {
+      return store_error(req, ok.error());
+    }
+    return json_response(req, http::status::created, json{{"key", key}});
+  }
+  default: { // DELETE
+    if (auto ok = store_.remove(Area::kAction, key); !ok) {
+      return store_error(req, ok.error());
+    }
+    return json_response(req, http::status::ok, json{{"deleted", key}});
+  }
+  }
+}
+
+Response RequestHandler::cas(const Request& req, std::string_view digest, Role /*role*/) {
+  if (!wire::is_valid_cas_key(digest)) {
+    return error(req, http::status::bad_request, "a CAS key is 64 lowercase hex digits (sha256)");
+  }
+  switch (req.method()) {
+  case http::verb::head: {
+    auto found = store_.contains(Area::kCas, digest);
+    return found ? head_response(req, *found) : store_error(req, found.error());
+  }
+  case http::verb::get: {
+    auto blob = store_.get(Area::kCas, digest);
+    if (!blob) {
+      return store_error(req, blob.error());
+    }
+    if (!blob->has_value()) {
+      return error(req, http::status::not_found, "no blob " + std::string(digest));
+    }
+    return make(req, http::status::ok, std::move(**blob), wire::kBytesContentType);
+  }
+  case http::verb::put: {
+    const std::string actual = cachekey::to_hex(cachekey::Sha256::of(req.body()));
+    if (actual != digest) {
+      return error(req, http::status::bad_request,
+                   "body hashes to " + actual + ", not to the URL's digest");
+    }
+    if (auto ok = store_.put(Area::kCas, digest, req.body()); !ok) {
+      return store_error(req, ok.error());
+    }
+    return json_response(req, http::status::created, json{{"digest", digest}});
+  }
+  default: {
+    if (auto ok = store_.remove(Area::kCas, digest); !ok) {
+      return store_error(req, ok.error());
+    }
+    return json_response(req, http::status::ok, json{{"deleted", digest}});
+  }
+  }
+}
+
+Response RequestHandler::artifact(const Request& req, std::string_view key, Role /*role*/) {
+  if (!wire::is_valid_action_key(key)) {
+    return error(req, http::status::bad_request,
+                 "invalid action key (1-512 characters of [A-Za-z0-9._:+=-])");
+  }
+  if (req.method() == http::verb::get) {
+    auto found = artifacts_.get(key);
+    if (!found) {
+      return store_error(req, found.error());
+    }
+    if (!found->has_value()) {
+      return error(req, http::status::not_found, "no artifact for " + std::string(key));
+    }
+    return make(req, http::status::ok, wire::encode_parts(artifact_parts(**found)),
+                wire::kPartsContentType);
+  }
+  auto parts = wire::decode_parts(req.body());
+  if (!parts) {
+    return error(req, http::status::bad_request, parts.error());
+  }
+  if (parts->empty() || parts->front().name != "record") {
+    return error(req, http::status::bad_request, "the first part must be the \"record\"");
+  }
+  const json head = json::parse(parts->front().data, nullptr, /*allow_exceptions=*/false);
+  if (head.is_discarded() || !head.is_object()) {
+    return error(req, http::status::bad_request, "the record part is not a JSON object");
+  }
+  storage::ActionRecord record;
+  record.key = std::string(key);
+  if (head.contains("producer") && head["producer"].is_string()) {
+    record.producer = head["producer"].get<std::string>();
+  }
+  if (head.contains("metadata") && head["metadata"].is_object()) {
+    for (const auto& [k, v] : head["metadata"].items()) {
+      record.metadata[k] = v.is_string() ? v.get<std::string>() : v.dump();
+    }
+  }
+  if (head.contains("manifest") && !head["manifest"].is_null()) {
+    auto manifest = cachekey::manifest_from_json(head["manifest"].dump());
+    if (!manifest) {
+      return error(req, http::status::bad_request, manifest.error().message);
+    }
+    record.manifest = std::move(*manifest);
+  }
+  std::vector<storage::ArtifactFile> files;
+  for (std::size_t i = 1; i < parts->size(); ++i) {
+    files.push_back({std::move((*parts)[i].name), std::move((*parts)[i].data)});
+  }
+  auto stored = artifacts_.put(std::move(record), std::move(files));
+  if (!stored) {
+    return stored.error().code == storage::StoreError::Code::kInvalidArgument
+               ? error(req, http::status::bad_request, stored.error().message)
+               : store_error(req, stored.error());
+  }
+  return make(req, http::status::created, storage::record_to_json(*stored), wire::kJsonContentType);
+}
+
+Response RequestHandler::batch_get(const Request& req) {
+  const json doc = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("keys") || !doc["keys"].is_array()) {
+    return error(req, http::status::bad_request, "expected {\"keys\": [...]}");
+  }
+  if (doc["keys"].size() > kMaxBatchKeys) {
+    return error(req, http::status::payload_too_large,
+                 "at most " + std::to_string(kMaxBatchKeys) + " keys per batch");
+  }
+  std::vector<wire::Part> out;
+  for (const json& k : doc["keys"]) {
+    if (!k.is_string() || !wire::is_valid_action_key(k.get_ref<const std::string&>())) {
+      return error(req, http::status::bad_request, "invalid key in batch: " + k.dump());
+    }
+    const auto& key = k.get_ref<const std::string&>();
+    auto found = artifacts_.get(key);
+    // A tier that cannot answer is a miss here: one bad key must not fail the batch.
+    out.push_back({key, found && found->has_value() ? wire::encode_parts(artifact_parts(**found))
+                                                    : std::string()});
+  }
+  return make(req, http::status::ok, wire::encode_parts(out), wire::kPartsContentType);
+}
+
+Response RequestHandler::entries(const Request& req, const Query& query) {
+  storage::ListOptions options;
+  const std::string area = query.get("area");
+  if (area == "ac") {
+    options.area = Area::kAction;
+  } else if (area == "cas") {
+    options.area = Area::kCas;
+  } else if (!area.empty()) {
+    return error(req, http::status::bad_request, "area must be ac or cas");
+  }
+  options.prefix = query.get("prefix");
+  std::size_t limit = 1000;
+  if (const std::string l = query.get("limit"); !l.empty()) {
+    const auto [ptr, ec] = std::from_chars(l.data(), l.data() + l.size(), limit);
+    if (ec != std::errc() || ptr != l.data() + l.size()) {
+      return error(req, http::status::bad_request, "limit must be a non-negative integer");
+    }
+  }
+  const std::string sort = query.get("sort", "last_access");
+  if (sort != "size" && sort != "last_access" && sort != "created" && sort != "key") {
+    return error(req, http::status::bad_request, "sort must be size, last_access, created or key");
+  }
+  auto listed = store_.list(options);
+  if (!listed) {
+    return store_error(req, listed.error());
+  }
+  auto& items = *listed;
+  std::sort(items.begin(), items.end(),
+            [&](const storage::ObjectInfo& a, const storage::ObjectInfo& b) {
+              if (sort == "size") {
+                return a.size > b.size;
+              }
+              if (sort == "created") {
+                return a.created_ms > b.created_ms;
+              }
+              if (sort == "key") {
+                return a.key < b.key;
+              }
+              return a.last_access_ms > b.last_access_ms;
+            });
+  json out = json::array();
+  for (std::size_t i = 0; i < items.size() && i < limit; ++i) {
+    out.push_back(info_json(items[i]));
+  }
+  return json_response(req, http::status::ok,
+                       json{{"entries", std::move(out)}, {"total", items.size()}});
+}
+
+Response RequestHandler::entry(const Request& req, std::string_view key) {
+  if (!wire::is_valid_action_key(key)) {
+    return error(req, http::status::bad_request, "invalid action key");
+  }
+  auto record = artifacts_.get_record(key);
+  if (!record) {
+    return store_error(req, record.error());
+  }
+  if (!record->has_value()) {
+    return error(req, http::status::not_found, "no action record for " + std::string(key));
+  }
+  json doc = json::parse(storage::record_to_json(**record));
+  storage::ListOptions options;
+  options.area = Area::kAction;
+  options.prefix = std::string(key);
+  if (auto listed = store_.list(options)) {
+    for (const storage::ObjectInfo& info : *listed) {
+      if (info.key == key) {
+        doc["storage"] = info_json(info);
+      }
+    }
+  }
+  return json_response(req, http::status::ok, doc);
+}
+
+Response RequestHandler::stats(const Request& req) {
+  json tiers = json::array();
+  for (const TierView& tier : tiers_) {
+    const storage::CounterSnapshot c = tier.store->counters();
+    tiers.push_back({{"name", tier.name},
+                     {"hits", c.hits},
+                     {"misses", c.misses},
+                     {"errors", c.errors},
+                     {"corrupt", c.corrupt},
+                     {"evictions", c.evictions},
+                     {"puts", c.puts},
+                     {"bytes_read", c.bytes_read},
+                     {"bytes_written", c.bytes_written},
+                     {"backfills", c.backfills},
+                     {"rejected", c.rejected}});
+  }
+  const storage::CounterSnapshot total = store_.counters();
+  return json_response(
+      req, http::status::ok,
+      json{{"uptime_s",
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count()},
+           {"hits", total.hits},
+           {"misses", total.misses},
+           {"errors", total.errors},
+           {"tiers", std::move(tiers)}});
+}
+
+} // namespace kcache::service

@@ -1,0 +1,136 @@
+#include <kcache/service/service.h>
+#include <kcache/storage/store_factory.h>
+#include <kcache/storage/tiered_store.h>
+
+#include <boost/asio/signal_set.hpp>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace kcache::service {
+
+Service::Service(PrivateTag, ServiceConfig config) : config_(std::move(config)) {}
+
+Service::~Service() = default;
+
+tl::expected<std::unique_ptr<Service>, std::string> Service::create(const ServiceConfig& config) {
+  auto service = std::make_unique<Service>(PrivateTag{}, config);
+  std::error_code ec;
+  std::filesystem::create_directories(config.data_dir, ec);
+  if (ec) {
+    return tl::unexpected("cannot create data dir " + config.data_dir + ": " + ec.message());
+  }
+  std::vector<std::string> urls = {"memory://?capacity=" + std::to_string(config.memory_capacity),
+                                   "rocksdb://" +
+                                       std::filesystem::absolute(config.data_dir).string() +
+                                       "?capacity=" + std::to_string(config.disk_capacity)};
+  if (!config.redis_url.empty()) {
+    urls.push_back(config.redis_url);
+  }
+  std::vector<std::unique_ptr<storage::Store>> tiers;
+  for (const std::string& url : urls) {
+    auto tier = storage::make_store(url);
+    if (!tier) {
+      return tl::unexpected("store " + url + ": " + tier.error().message);
+    }
+    tiers.push_back(std::move(*tier));
+  }
+  std::vector<TierView> views;
+  for (const auto& tier : tiers) {
+    views.push_back({tier->name(), tier.get()});
+  }
+  service->store_ = std::make_unique<storage::TieredStore>(std::move(tiers));
+
+  MetricsRegistry& metrics = service->metrics_;
+  const std::vector<std::pair<std::string, std::uint64_t storage::CounterSnapshot::*>> counters = {
+      {"kcache_store_hits_total", &storage::CounterSnapshot::hits},
+      {"kcache_store_misses_total", &storage::CounterSnapshot::misses},
+      {"kcache_store_errors_total", &storage::CounterSnapshot::errors},
+      {"kcache_store_corrupt_total", &storage::CounterSnapshot::corrupt},
+      {"kcache_store_evictions_total", &storage::CounterSnapshot::evictions},
+      {"kcache_store_puts_total", &storage::CounterSnapshot::puts},
+      {"kcache_store_read_bytes_total", &storage::CounterSnapshot::bytes_read},
+      {"kcache_store_written_bytes_total", &storage::CounterSnapshot::bytes_written},
+      {"kcache_store_rejected_total", &storage::CounterSnapshot::rejected}};
+  for (const auto& [name, field] : counters) {
+    metrics.describe(name, "counter", "Per storage tier (errors are counted apart from misses)");
+  }
+  metrics.describe("kcache_backfills_total", "counter", "Values copied into faster tiers");
+  metrics.add_collector([views, counters,
+                         store = service->store_.get()](std::vector<MetricsRegistry::Sample>& out) {
+    for (const TierView& view : views) {
+      const storage::CounterSnapshot c = view.store->counters();
+      for (const auto& [name, field] : counters) {
+        out.push_back({name, {{"tier", view.name}}, static_cast<double>(c.*field)});
+      }
+    }
+    out.push_back({"kcache_backfills_total", {}, static_cast<double>(store->counters().backfills)});
+  });
+
+  service->handler_ =
+      std::make_unique<RequestHandler>(*service->store_, views, metrics, config.tokens);
+  service->server_ = std::make_unique<HttpServer>(
+      service->io_,
+      [handler = service->handler_.get()](const Request& r) { return handler->handle(r); },
+      config.limits);
+  if (config.listen.empty() && config.unix_socket.empty()) {
+    return tl::unexpected(std::string("nothing to listen on: give --listen or --unix-socket"));
+  }
+  if (!config.listen.empty()) {
+    if (auto ok = service->server_->listen_tcp(config.listen); !ok) {
+      return tl::unexpected(ok.error());
+    }
+  }
+  if (!config.unix_socket.empty()) {
+    if (auto ok = service->server_->listen_unix(config.unix_socket); !ok) {
+      return tl::unexpected(ok.error());
+    }
+  }
+  if (config.tokens.empty()) {
+    spdlog::warn("no tokens configured: every client has the admin role");
+  }
+  return service;
+}
+
+void Service::stop() {
+  server_->drain([this] { io_.stop(); });
+}
+
+int Service::run() {
+  boost::asio::signal_set signals(io_, SIGINT, SIGTERM);
+  signals.async_wait([this](const boost::system::error_code& ec, int signal) {
+    if (!ec) {
+      spdlog::info("signal {}: draining (up to {} s)", signal,
+                   config_.limits.drain_timeout.count());
+      stop();
+    }
+  });
+  if (!config_.listen.empty()) {
+    spdlog::info("kcached listening on {} (port {})", config_.listen, server_->tcp_port());
+  }
+  if (!config_.unix_socket.empty()) {
+    spdlog::info("kcached listening on unix socket {}", config_.unix_socket);
+  }
+  if (!config_.port_file.empty()) {
+    // Written to a temporary name and renamed, so a reader never sees half a port.
+    const std::string tmp = config_.port_file + ".tmp";
+    std::ofstream(tmp) << server_->tcp_port() << "\n";
+    std::filesystem::rename(tmp, config_.port_file);
+  }
+  const unsigned threads =
+      config_.threads > 0 ? config_.threads : std::max(2U, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < threads; ++i) {
+    pool.emplace_back([this] { io_.run(); });
+  }
+  io_.run();
+  for (std::thread& t : pool) {
+    t.join();
+  }
+  spdlog::info("kcached drained; closing stores");
+  return 0;
+}
+
+} // namespace kcache::service
