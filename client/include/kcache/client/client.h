@@ -1,0 +1,94 @@
+#pragma once
+// libkcache: the C++ client of kcached.
+//
+// Thread-safe; keeps a pool of keep-alive connections (TCP, or a Unix socket
+// with unix:///path). Every operation has one deadline covering connects,
+// retries and transfers. Failures are values, never exceptions: a trainer
+// treats any error as a miss ("fail open"), so a daemon that is down or hung
+// costs at most the deadline, and after a refused connection the client
+// answers Unavailable at once for a short back-off instead of retrying each call.
+
+#include <kcache/client/http_transport.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <tl/expected.hpp>
+#include <vector>
+
+namespace kcache::client {
+
+struct ClientOptions {
+  std::string url = "http://127.0.0.1:7070"; // or unix:///run/kcache.sock
+  std::string token;                         // sent as a bearer token if set
+  std::chrono::milliseconds timeout{2000};   // the whole operation
+  std::chrono::milliseconds connect_timeout{500};
+  int retries = 2;                           // extra attempts after a transport failure
+  std::chrono::milliseconds retry_backoff{20};
+  std::chrono::milliseconds down_backoff{1000}; // fail fast this long after "connection refused"
+  std::size_t max_idle_connections = 16;
+};
+
+struct File {
+  std::string name;
+  std::string data;
+  friend bool operator==(const File&, const File&) = default;
+};
+
+struct Artifact {
+  std::string key;
+  std::string record_json; // the action record: outputs, producer, metadata, manifest
+  std::vector<File> files;
+};
+
+struct PutOptions {
+  std::string producer;
+  std::map<std::string, std::string> metadata;
+  std::string manifest_json; // a kcache key manifest; must hash to the key
+};
+
+class Client {
+public:
+  // Fails only on a malformed URL.
+  static Result<std::unique_ptr<Client>> create(ClientOptions options);
+  ~Client();
+
+  // An artifact, or nullopt on a miss.
+  Result<std::optional<Artifact>> get(std::string_view key);
+  Result<void> put(std::string_view key, const std::vector<File>& files, const PutOptions& options = {});
+  Result<bool> exists(std::string_view key);
+  // One round trip for many keys (a restarting trainer's prefetch).
+  Result<std::vector<std::optional<Artifact>>> batch_get(std::span<const std::string> keys);
+  Result<void> remove(std::string_view key);
+  // Raw protocol access for tools (the CLI): GET/PUT/DELETE any API path.
+  Result<HttpResponse> request(HttpMethod method, std::string_view target, std::string body = {},
+                               std::string_view content_type = {});
+
+  const ClientOptions& options() const { return options_; }
+
+  struct PrivateTag {
+    explicit PrivateTag() = default;
+  };
+  Client(PrivateTag, ClientOptions options, Endpoint endpoint);
+
+private:
+  Result<HttpResponse> round_trip(const HttpRequest& request);
+  std::unique_ptr<Connection> checkout();
+  void checkin(std::unique_ptr<Connection> connection);
+
+  ClientOptions options_;
+  Endpoint endpoint_;
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<Connection>> idle_;
+  std::atomic<std::int64_t> down_until_ms_{0};
+};
+
+// Decodes an artifact from the parts body that GET /v1/artifacts returns.
+Result<Artifact> decode_artifact(std::string key, std::string_view parts_body);
+
+} // namespace kcache::client

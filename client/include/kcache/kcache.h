@@ -1,0 +1,84 @@
+/* libkcache's stable C ABI: any language can link it (the Python package
+ * loads it with ctypes). Opaque handles, status codes, and buffers that the
+ * library allocates and kcache_buffer_free releases.
+ *
+ * Fail-open contract: kcache_get on a daemon that is down or hung returns
+ * KCACHE_ERR_UNAVAILABLE or KCACHE_ERR_TIMEOUT within the client's timeout;
+ * callers treat every status other than KCACHE_OK as a miss.
+ *
+ * Thread safety: one client may be used from many threads at once.
+ * ABI version: KCACHE_ABI_VERSION; additions only, never changes.
+ */
+#ifndef KCACHE_KCACHE_H
+#define KCACHE_KCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KCACHE_ABI_VERSION 1
+#define KCACHE_API __attribute__((visibility("default")))
+
+typedef enum kcache_status {
+  KCACHE_OK = 0,
+  KCACHE_MISS = 1,             /* no entry for the key */
+  KCACHE_ERR_INVALID = 2,      /* bad argument (URL, key, null pointer) */
+  KCACHE_ERR_UNAVAILABLE = 3,  /* daemon unreachable */
+  KCACHE_ERR_TIMEOUT = 4,      /* deadline passed */
+  KCACHE_ERR_REJECTED = 5,     /* the daemon refused the request (4xx) */
+  KCACHE_ERR_SERVER = 6,       /* the daemon failed (5xx) */
+  KCACHE_ERR_PROTOCOL = 7      /* an answer that does not parse */
+} kcache_status;
+
+typedef struct kcache_client kcache_client;
+
+/* Bytes owned by the library until kcache_buffer_free. */
+typedef struct kcache_buffer {
+  uint8_t* data;
+  size_t size;
+} kcache_buffer;
+
+typedef struct kcache_options {
+  const char* url;     /* "http://host:port" or "unix:///path"; NULL: $KCACHE_URL or http://127.0.0.1:7070 */
+  const char* token;   /* bearer token or NULL */
+  int32_t timeout_ms;  /* whole operation; <= 0: 2000 */
+  int32_t retries;     /* < 0: 2 */
+} kcache_options;
+
+KCACHE_API int kcache_abi_version(void);
+KCACHE_API const char* kcache_status_name(kcache_status status);
+
+/* options may be NULL. On failure *out is NULL and the message is available
+ * through kcache_last_error(NULL). */
+KCACHE_API kcache_status kcache_client_open(const kcache_options* options, kcache_client** out);
+KCACHE_API void kcache_client_close(kcache_client* client);
+
+/* The message of this thread's last failed call (empty if none). Valid until
+ * the thread's next call. */
+KCACHE_API const char* kcache_last_error(void);
+
+/* Single-value entries (a key holding one file named "value"): what remote
+ * caches such as Inductor's need. */
+KCACHE_API kcache_status kcache_get(kcache_client* client, const char* key, kcache_buffer* value);
+KCACHE_API kcache_status kcache_put(kcache_client* client, const char* key, const uint8_t* data,
+                                    size_t size);
+KCACHE_API kcache_status kcache_exists(kcache_client* client, const char* key);
+
+/* Looks up n keys in one round trip. values[i] is filled for hits; statuses[i]
+ * is KCACHE_OK or KCACHE_MISS. Returns an error only if the batch failed as a whole. */
+KCACHE_API kcache_status kcache_batch_get(kcache_client* client, const char* const* keys, size_t n,
+                                          kcache_buffer* values, kcache_status* statuses);
+
+/* GET /v1/stats as JSON. */
+KCACHE_API kcache_status kcache_stats(kcache_client* client, kcache_buffer* json);
+
+KCACHE_API void kcache_buffer_free(kcache_buffer* buffer);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KCACHE_KCACHE_H */

@@ -1,0 +1,217 @@
+"""kcache: the Python client of kcached, over libkcache's C ABI (ctypes).
+
+One build of libkcache serves every CPython: nothing here is compiled.
+
+    import kcache
+    client = kcache.Client("http://127.0.0.1:7070")
+    client.put("my-key", b"bytes")
+    client.get("my-key")          # b"bytes", or None on a miss
+
+Fail open: by default every error (daemon down, timeout, refusal) is a miss,
+counted in ``client.errors`` with the message in ``client.last_error``; a
+trainer never sees an exception or waits past the timeout. ``fail_open=False``
+raises ``KcacheError`` instead (tools, tests).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+__all__ = ["Client", "KcacheError", "load_library", "Status"]
+
+
+class Status:
+    OK = 0
+    MISS = 1
+    ERR_INVALID = 2
+    ERR_UNAVAILABLE = 3
+    ERR_TIMEOUT = 4
+    ERR_REJECTED = 5
+    ERR_SERVER = 6
+    ERR_PROTOCOL = 7
+
+
+class KcacheError(RuntimeError):
+    def __init__(self, status: int, message: str):
+        super().__init__(f"kcache: {message or 'error'} (status {status})")
+        self.status = status
+
+
+class _Buffer(ctypes.Structure):
+    _fields_ = [("data", ctypes.POINTER(ctypes.c_uint8)), ("size", ctypes.c_size_t)]
+
+
+class _Options(ctypes.Structure):
+    _fields_ = [
+        ("url", ctypes.c_char_p),
+        ("token", ctypes.c_char_p),
+        ("timeout_ms", ctypes.c_int32),
+        ("retries", ctypes.c_int32),
+    ]
+
+
+_lib = None
+_lib_lock = threading.Lock()
+
+
+def _candidates() -> Iterable[Path]:
+    env = os.environ.get("KCACHE_LIBRARY")
+    if env:
+        yield Path(env)
+    here = Path(__file__).resolve().parent
+    yield here / "libkcache.so"
+    repo = here.parents[2]  # client/python/kcache -> repo root
+    for build in ("build/release", "build/asan", "build"):
+        yield repo / build / "client" / "libkcache.so"
+    yield Path("libkcache.so.1")  # the system's loader path
+
+
+def load_library() -> ctypes.CDLL:
+    """Loads libkcache once; $KCACHE_LIBRARY overrides where it is found."""
+    global _lib
+    with _lib_lock:
+        if _lib is not None:
+            return _lib
+        errors = []
+        for path in _candidates():
+            if path.is_absolute() and not path.exists():
+                continue
+            try:
+                lib = ctypes.CDLL(str(path))
+                break
+            except OSError as e:
+                errors.append(f"{path}: {e}")
+        else:
+            raise KcacheError(Status.ERR_INVALID, "libkcache not found; set KCACHE_LIBRARY. " + "; ".join(errors))
+        if lib.kcache_abi_version() != 1:
+            raise KcacheError(Status.ERR_INVALID, f"libkcache ABI {lib.kcache_abi_version()}, expected 1")
+        c_client = ctypes.c_void_p
+        lib.kcache_client_open.argtypes = [ctypes.POINTER(_Options), ctypes.POINTER(c_client)]
+        lib.kcache_client_close.argtypes = [c_client]
+        lib.kcache_client_close.restype = None
+        lib.kcache_last_error.restype = ctypes.c_char_p
+        lib.kcache_get.argtypes = [c_client, ctypes.c_char_p, ctypes.POINTER(_Buffer)]
+        lib.kcache_put.argtypes = [c_client, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+        lib.kcache_exists.argtypes = [c_client, ctypes.c_char_p]
+        lib.kcache_batch_get.argtypes = [
+            c_client,
+            ctypes.POINTER(ctypes.c_char_p),
+            ctypes.c_size_t,
+            ctypes.POINTER(_Buffer),
+            ctypes.POINTER(ctypes.c_int),
+        ]
+        lib.kcache_stats.argtypes = [c_client, ctypes.POINTER(_Buffer)]
+        lib.kcache_buffer_free.argtypes = [ctypes.POINTER(_Buffer)]
+        lib.kcache_buffer_free.restype = None
+        _lib = lib
+        return lib
+
+
+def _take(lib, buf: _Buffer) -> bytes:
+    try:
+        return ctypes.string_at(buf.data, buf.size) if buf.size else b""
+    finally:
+        lib.kcache_buffer_free(ctypes.byref(buf))
+
+
+class Client:
+    """A thread-safe client; connections are pooled inside libkcache."""
+
+    def __init__(
+        self,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        timeout_ms: int = 2000,
+        retries: int = 2,
+        fail_open: bool = True,
+    ):
+        self._lib = load_library()
+        self.fail_open = fail_open
+        self.errors = 0
+        self.last_error = ""
+        opts = _Options(
+            (url or os.environ.get("KCACHE_URL") or "http://127.0.0.1:7070").encode(),
+            token.encode() if token else None,
+            int(timeout_ms),
+            int(retries),
+        )
+        handle = ctypes.c_void_p()
+        status = self._lib.kcache_client_open(ctypes.byref(opts), ctypes.byref(handle))
+        if status != Status.OK:
+            raise KcacheError(status, self._lib.kcache_last_error().decode(errors="replace"))
+        self._handle = handle
+
+    def close(self) -> None:
+        if getattr(self, "_handle", None):
+            self._lib.kcache_client_close(self._handle)
+            self._handle = None
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+    def _failed(self, status: int) -> None:
+        self.errors += 1
+        self.last_error = self._lib.kcache_last_error().decode(errors="replace")
+        if not self.fail_open or status == Status.ERR_INVALID:
+            raise KcacheError(status, self.last_error)
+
+    @staticmethod
+    def _key(key: str) -> bytes:
+        if not isinstance(key, str):
+            raise TypeError("kcache keys are str")
+        return key.encode()
+
+    def get(self, key: str) -> Optional[bytes]:
+        buf = _Buffer()
+        status = self._lib.kcache_get(self._handle, self._key(key), ctypes.byref(buf))
+        if status == Status.OK:
+            return _take(self._lib, buf)
+        if status != Status.MISS:
+            self._failed(status)
+        return None
+
+    def put(self, key: str, data: bytes) -> bool:
+        data = bytes(data)
+        status = self._lib.kcache_put(self._handle, self._key(key), data, len(data))
+        if status != Status.OK:
+            self._failed(status)
+            return False
+        return True
+
+    def exists(self, key: str) -> bool:
+        status = self._lib.kcache_exists(self._handle, self._key(key))
+        if status not in (Status.OK, Status.MISS):
+            self._failed(status)
+        return status == Status.OK
+
+    def batch_get(self, keys: Sequence[str]) -> list[Optional[bytes]]:
+        n = len(keys)
+        if n == 0:
+            return []
+        c_keys = (ctypes.c_char_p * n)(*[self._key(k) for k in keys])
+        bufs = (_Buffer * n)()
+        statuses = (ctypes.c_int * n)()
+        status = self._lib.kcache_batch_get(self._handle, c_keys, n, bufs, statuses)
+        if status != Status.OK:
+            self._failed(status)
+            return [None] * n
+        return [_take(self._lib, bufs[i]) if statuses[i] == Status.OK else None for i in range(n)]
+
+    def stats(self) -> dict:
+        buf = _Buffer()
+        status = self._lib.kcache_stats(self._handle, ctypes.byref(buf))
+        if status != Status.OK:
+            self._failed(status)
+            return {}
+        return json.loads(_take(self._lib, buf))

@@ -1,0 +1,62 @@
+"""Fixtures: a real kcached on a free port with a temporary data dir."""
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _kcached() -> str:
+    env = os.environ.get("KCACHED")
+    if env:
+        return env
+    for build in ("build/asan", "build/release", "build"):
+        path = REPO / build / "service" / "kcached"
+        if path.exists():
+            return str(path)
+    raise RuntimeError("kcached not built: run scripts/setup (or set KCACHED)")
+
+
+class Daemon:
+    def __init__(self, data_dir: Path):
+        self.data_dir = data_dir
+        self.proc = None
+        self.url = None
+
+    def start(self) -> "Daemon":
+        port_file = self.data_dir / "port"
+        port_file.unlink(missing_ok=True)
+        self.log = open(self.data_dir / "kcached.log", "ab")
+        self.proc = subprocess.Popen(
+            [_kcached(), "--listen", "127.0.0.1:0", "--data-dir", str(self.data_dir / "data"),
+             "--port-file", str(port_file), "--threads", "2", "--log-level", "warn"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while not port_file.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("kcached did not start; see " + str(self.data_dir / "kcached.log"))
+            time.sleep(0.02)
+        self.url = f"http://127.0.0.1:{port_file.read_text().strip()}"
+        return self
+
+    def stop(self, sig=signal.SIGTERM) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=30)
+        self.log.close()
+
+
+@pytest.fixture
+def daemon():
+    with tempfile.TemporaryDirectory(prefix="kcache-py-") as tmp:
+        d = Daemon(Path(tmp)).start()
+        try:
+            yield d
+        finally:
+            d.stop()

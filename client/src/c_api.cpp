@@ -1,0 +1,244 @@
+// The C ABI over kcache::client::Client. No exception crosses it.
+
+#include <kcache/client/client.h>
+#include <kcache/kcache.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+
+struct kcache_client {
+  std::unique_ptr<kcache::client::Client> impl;
+};
+
+namespace {
+
+using kcache::client::ClientError;
+using kcache::client::ErrorCode;
+
+// Per-thread, so concurrent callers never see each other's messages.
+thread_local std::string t_last_error;
+
+kcache_status fail(kcache_status status, std::string message) {
+  t_last_error = std::move(message);
+  return status;
+}
+
+kcache_status to_status(const ClientError& e) {
+  t_last_error = e.message;
+  switch (e.code) {
+  case ErrorCode::kUnavailable:
+    return KCACHE_ERR_UNAVAILABLE;
+  case ErrorCode::kTimeout:
+    return KCACHE_ERR_TIMEOUT;
+  case ErrorCode::kRejected:
+    return KCACHE_ERR_REJECTED;
+  case ErrorCode::kServer:
+    return KCACHE_ERR_SERVER;
+  case ErrorCode::kProtocol:
+    return KCACHE_ERR_PROTOCOL;
+  case ErrorCode::kInvalid:
+    return KCACHE_ERR_INVALID;
+  }
+  return KCACHE_ERR_PROTOCOL;
+}
+
+bool fill(kcache_buffer* out, const std::string& bytes) {
+  out->size = bytes.size();
+  // malloc'ed so that any language's binding can hand it back to kcache_buffer_free.
+  out->data = static_cast<uint8_t*>(std::malloc(bytes.empty() ? 1 : bytes.size())); // NOLINT
+  if (out->data == nullptr) {
+    out->size = 0;
+    return false;
+  }
+  std::memcpy(out->data, bytes.data(), bytes.size());
+  return true;
+}
+
+const std::string* value_file(const kcache::client::Artifact& artifact) {
+  for (const auto& f : artifact.files) {
+    if (f.name == "value") {
+      return &f.data;
+    }
+  }
+  return artifact.files.empty() ? nullptr : &artifact.files.front().data;
+}
+
+template <typename Fn> kcache_status guarded(Fn&& fn) {
+  try {
+    t_last_error.clear();
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return fail(KCACHE_ERR_PROTOCOL, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(KCACHE_ERR_PROTOCOL, e.what());
+  }
+}
+
+} // namespace
+
+extern "C" {
+
+int kcache_abi_version(void) { return KCACHE_ABI_VERSION; }
+
+const char* kcache_status_name(kcache_status status) {
+  switch (status) {
+  case KCACHE_OK:
+    return "ok";
+  case KCACHE_MISS:
+    return "miss";
+  case KCACHE_ERR_INVALID:
+    return "invalid";
+  case KCACHE_ERR_UNAVAILABLE:
+    return "unavailable";
+  case KCACHE_ERR_TIMEOUT:
+    return "timeout";
+  case KCACHE_ERR_REJECTED:
+    return "rejected";
+  case KCACHE_ERR_SERVER:
+    return "server-error";
+  case KCACHE_ERR_PROTOCOL:
+    return "protocol";
+  }
+  return "unknown";
+}
+
+const char* kcache_last_error(void) { return t_last_error.c_str(); }
+
+kcache_status kcache_client_open(const kcache_options* options, kcache_client** out) {
+  if (out == nullptr) {
+    return fail(KCACHE_ERR_INVALID, "kcache_client_open: out is NULL");
+  }
+  *out = nullptr;
+  return guarded([&] {
+    kcache::client::ClientOptions o;
+    const char* env_url = std::getenv("KCACHE_URL");
+    if (options != nullptr && options->url != nullptr) {
+      o.url = options->url;
+    } else if (env_url != nullptr && *env_url != '\0') {
+      o.url = env_url;
+    }
+    if (options != nullptr) {
+      if (options->token != nullptr) {
+        o.token = options->token;
+      }
+      if (options->timeout_ms > 0) {
+        o.timeout = std::chrono::milliseconds(options->timeout_ms);
+        o.connect_timeout = std::min(o.connect_timeout, o.timeout);
+      }
+      if (options->retries >= 0) {
+        o.retries = options->retries;
+      }
+    }
+    auto client = kcache::client::Client::create(std::move(o));
+    if (!client) {
+      return to_status(client.error());
+    }
+    auto handle = std::make_unique<kcache_client>();
+    handle->impl = std::move(*client);
+    *out = handle.release(); // ownership passes to the caller until kcache_client_close
+    return KCACHE_OK;
+  });
+}
+
+void kcache_client_close(kcache_client* client) {
+  std::unique_ptr<kcache_client> owned(client); // takes back what kcache_client_open gave out
+}
+
+kcache_status kcache_get(kcache_client* client, const char* key, kcache_buffer* value) {
+  if (client == nullptr || key == nullptr || value == nullptr) {
+    return fail(KCACHE_ERR_INVALID, "kcache_get: NULL argument");
+  }
+  *value = kcache_buffer{nullptr, 0};
+  return guarded([&] {
+    auto got = client->impl->get(key);
+    if (!got) {
+      return to_status(got.error());
+    }
+    const std::string* bytes = got->has_value() ? value_file(**got) : nullptr;
+    if (bytes == nullptr) {
+      return KCACHE_MISS;
+    }
+    return fill(value, *bytes) ? KCACHE_OK : fail(KCACHE_ERR_PROTOCOL, "out of memory");
+  });
+}
+
+kcache_status kcache_put(kcache_client* client, const char* key, const uint8_t* data, size_t size) {
+  if (client == nullptr || key == nullptr || (data == nullptr && size > 0)) {
+    return fail(KCACHE_ERR_INVALID, "kcache_put: NULL argument");
+  }
+  return guarded([&] {
+    std::string bytes(reinterpret_cast<const char*>(data), size);
+    auto ok = client->impl->put(key, {{"value", std::move(bytes)}});
+    return ok ? KCACHE_OK : to_status(ok.error());
+  });
+}
+
+kcache_status kcache_exists(kcache_client* client, const char* key) {
+  if (client == nullptr || key == nullptr) {
+    return fail(KCACHE_ERR_INVALID, "kcache_exists: NULL argument");
+  }
+  return guarded([&] {
+    auto found = client->impl->exists(key);
+    if (!found) {
+      return to_status(found.error());
+    }
+    return *found ? KCACHE_OK : KCACHE_MISS;
+  });
+}
+
+kcache_status kcache_batch_get(kcache_client* client, const char* const* keys, size_t n,
+                               kcache_buffer* values, kcache_status* statuses) {
+  if (client == nullptr || (n > 0 && (keys == nullptr || values == nullptr || statuses == nullptr))) {
+    return fail(KCACHE_ERR_INVALID, "kcache_batch_get: NULL argument");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    values[i] = kcache_buffer{nullptr, 0};
+    statuses[i] = KCACHE_MISS;
+    if (keys[i] == nullptr) {
+      return fail(KCACHE_ERR_INVALID, "kcache_batch_get: NULL key");
+    }
+  }
+  return guarded([&] {
+    std::vector<std::string> list(keys, keys + n);
+    auto got = client->impl->batch_get(list);
+    if (!got) {
+      return to_status(got.error());
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const std::string* bytes = (*got)[i] ? value_file(*(*got)[i]) : nullptr;
+      if (bytes != nullptr && fill(&values[i], *bytes)) {
+        statuses[i] = KCACHE_OK;
+      }
+    }
+    return KCACHE_OK;
+  });
+}
+
+kcache_status kcache_stats(kcache_client* client, kcache_buffer* json) {
+  if (client == nullptr || json == nullptr) {
+    return fail(KCACHE_ERR_INVALID, "kcache_stats: NULL argument");
+  }
+  *json = kcache_buffer{nullptr, 0};
+  return guarded([&] {
+    auto res = client->impl->request(kcache::client::HttpMethod::kGet, "/v1/stats");
+    if (!res) {
+      return to_status(res.error());
+    }
+    if (res->status != 200) {
+      return fail(res->status >= 500 ? KCACHE_ERR_SERVER : KCACHE_ERR_REJECTED, res->body);
+    }
+    return fill(json, res->body) ? KCACHE_OK : fail(KCACHE_ERR_PROTOCOL, "out of memory");
+  });
+}
+
+void kcache_buffer_free(kcache_buffer* buffer) {
+  if (buffer != nullptr) {
+    std::free(buffer->data); // NOLINT(cppcoreguidelines-no-malloc): pairs with fill()
+    buffer->data = nullptr;
+    buffer->size = 0;
+  }
+}
+
+} // extern "C"

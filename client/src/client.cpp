@@ -1,0 +1,239 @@
+#include <kcache/cachekey/wire.h>
+#include <kcache/client/client.h>
+
+#include <nlohmann/json.hpp>
+
+#include <thread>
+
+namespace kcache::client {
+
+namespace wire = cachekey::wire;
+using nlohmann::json;
+
+namespace {
+
+std::int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+ClientError from_status(const HttpResponse& res) {
+  std::string message = res.body;
+  const json doc = json::parse(res.body, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_object() && doc.contains("error") && doc["error"].is_string()) {
+    message = doc["error"].get<std::string>();
+  }
+  return ClientError{res.status >= 500 ? ErrorCode::kServer : ErrorCode::kRejected, res.status,
+                     "kcached answered " + std::to_string(res.status) + ": " + message};
+}
+
+Result<void> check_key(std::string_view key) {
+  if (!wire::is_valid_action_key(key)) {
+    return tl::unexpected(ClientError{ErrorCode::kInvalid, 0,
+                                      "invalid key (1-512 characters of [A-Za-z0-9._:+=-])"});
+  }
+  return {};
+}
+
+} // namespace
+
+Result<Artifact> decode_artifact(std::string key, std::string_view parts_body) {
+  auto parts = wire::decode_parts(parts_body);
+  if (!parts || parts->empty() || parts->front().name != "record") {
+    return tl::unexpected(ClientError{ErrorCode::kProtocol, 0,
+                                      "malformed artifact body: " +
+                                          (parts ? std::string("no record part") : parts.error())});
+  }
+  Artifact artifact{std::move(key), std::move(parts->front().data), {}};
+  for (std::size_t i = 1; i < parts->size(); ++i) {
+    artifact.files.push_back({std::move((*parts)[i].name), std::move((*parts)[i].data)});
+  }
+  return artifact;
+}
+
+Result<std::unique_ptr<Client>> Client::create(ClientOptions options) {
+  auto endpoint = parse_endpoint(options.url);
+  if (!endpoint) {
+    return tl::unexpected(endpoint.error());
+  }
+  return std::make_unique<Client>(PrivateTag{}, std::move(options), std::move(*endpoint));
+}
+
+Client::Client(PrivateTag, ClientOptions options, Endpoint endpoint)
+    : options_(std::move(options)), endpoint_(std::move(endpoint)) {}
+
+Client::~Client() = default;
+
+std::unique_ptr<Connection> Client::checkout() {
+  {
+    std::lock_guard lock(pool_mu_);
+    if (!idle_.empty()) {
+      auto c = std::move(idle_.back());
+      idle_.pop_back();
+      return c;
+    }
+  }
+  return make_connection(endpoint_);
+}
+
+void Client::checkin(std::unique_ptr<Connection> connection) {
+  std::lock_guard lock(pool_mu_);
+  if (idle_.size() < options_.max_idle_connections) {
+    idle_.push_back(std::move(connection));
+  }
+}
+
+Result<HttpResponse> Client::round_trip(const HttpRequest& request) {
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  if (steady_ms() < down_until_ms_.load(std::memory_order_relaxed)) {
+    return tl::unexpected(
+        ClientError{ErrorCode::kUnavailable, 0, "kcached was unreachable moments ago; backing off"});
+  }
+  ClientError last{ErrorCode::kUnavailable, 0, "no attempt made"};
+  for (int attempt = 0; attempt <= options_.retries; ++attempt) {
+    auto connection = checkout();
+    const bool reused = connection->reused();
+    auto res = connection->round_trip(request, deadline, options_.connect_timeout);
+    if (res) {
+      checkin(std::move(connection));
+      return res;
+    }
+    last = res.error();
+    if (last.code == ErrorCode::kTimeout || std::chrono::steady_clock::now() >= deadline) {
+      break;
+    }
+    if (reused) {
+      continue; // a keep-alive connection the daemon closed: retry at once on a fresh one
+    }
+    if (attempt == options_.retries) {
+      break;
+    }
+    std::this_thread::sleep_for(options_.retry_backoff * (1 << attempt));
+  }
+  if (last.code == ErrorCode::kUnavailable) {
+    down_until_ms_.store(steady_ms() + options_.down_backoff.count(), std::memory_order_relaxed);
+  }
+  return tl::unexpected(last);
+}
+
+Result<HttpResponse> Client::request(HttpMethod method, std::string_view target, std::string body,
+                                     std::string_view content_type) {
+  return round_trip(HttpRequest{method, std::string(target), std::move(body),
+                                std::string(content_type), options_.token});
+}
+
+Result<std::optional<Artifact>> Client::get(std::string_view key) {
+  if (auto ok = check_key(key); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  auto res = request(HttpMethod::kGet, "/v1/artifacts/" + std::string(key));
+  if (!res) {
+    return tl::unexpected(res.error());
+  }
+  if (res->status == 404) {
+    return std::optional<Artifact>{};
+  }
+  if (res->status != 200) {
+    return tl::unexpected(from_status(*res));
+  }
+  auto artifact = decode_artifact(std::string(key), res->body);
+  if (!artifact) {
+    return tl::unexpected(artifact.error());
+  }
+  return std::optional<Artifact>{std::move(*artifact)};
+}
+
+Result<void> Client::put(std::string_view key, const std::vector<File>& files,
+                         const PutOptions& options) {
+  if (auto ok = check_key(key); !ok) {
+    return ok;
+  }
+  json head{{"producer", options.producer}, {"metadata", options.metadata}};
+  if (!options.manifest_json.empty()) {
+    const json manifest = json::parse(options.manifest_json, nullptr, false);
+    if (manifest.is_discarded()) {
+      return tl::unexpected(ClientError{ErrorCode::kInvalid, 0, "manifest_json is not JSON"});
+    }
+    head["manifest"] = manifest;
+  }
+  std::vector<wire::Part> parts;
+  parts.reserve(files.size() + 1);
+  parts.push_back({"record", head.dump()});
+  for (const File& f : files) {
+    parts.push_back({f.name, f.data});
+  }
+  auto res = request(HttpMethod::kPut, "/v1/artifacts/" + std::string(key), wire::encode_parts(parts),
+                     wire::kPartsContentType);
+  if (!res) {
+    return tl::unexpected(res.error());
+  }
+  if (res->status != 201) {
+    return tl::unexpected(from_status(*res));
+  }
+  return {};
+}
+
+Result<bool> Client::exists(std::string_view key) {
+  if (auto ok = check_key(key); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  auto res = request(HttpMethod::kHead, "/v1/ac/" + std::string(key));
+  if (!res) {
+    return tl::unexpected(res.error());
+  }
+  if (res->status == 200 || res->status == 404) {
+    return res->status == 200;
+  }
+  return tl::unexpected(from_status(*res));
+}
+
+Result<void> Client::remove(std::string_view key) {
+  if (auto ok = check_key(key); !ok) {
+    return ok;
+  }
+  auto res = request(HttpMethod::kDelete, "/v1/ac/" + std::string(key));
+  if (!res) {
+    return tl::unexpected(res.error());
+  }
+  if (res->status != 200) {
+    return tl::unexpected(from_status(*res));
+  }
+  return {};
+}
+
+Result<std::vector<std::optional<Artifact>>> Client::batch_get(std::span<const std::string> keys) {
+  for (const std::string& key : keys) {
+    if (auto ok = check_key(key); !ok) {
+      return tl::unexpected(ok.error());
+    }
+  }
+  auto res = request(HttpMethod::kPost, "/v1/batch/get", json{{"keys", keys}}.dump(),
+                     wire::kJsonContentType);
+  if (!res) {
+    return tl::unexpected(res.error());
+  }
+  if (res->status != 200) {
+    return tl::unexpected(from_status(*res));
+  }
+  auto parts = wire::decode_parts(res->body);
+  if (!parts || parts->size() != keys.size()) {
+    return tl::unexpected(ClientError{ErrorCode::kProtocol, 0, "malformed batch answer"});
+  }
+  std::vector<std::optional<Artifact>> out;
+  out.reserve(keys.size());
+  for (wire::Part& part : *parts) {
+    if (part.data.empty()) {
+      out.emplace_back();
+      continue;
+    }
+    auto artifact = decode_artifact(std::move(part.name), part.data);
+    if (!artifact) {
+      return tl::unexpected(artifact.error());
+    }
+    out.emplace_back(std::move(*artifact));
+  }
+  return out;
+}
+
+} // namespace kcache::client
