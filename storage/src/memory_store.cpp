@@ -25,6 +25,7 @@ GetResult MemoryStore::get(Area area, std::string_view key) {
   }
   lru_.splice(lru_.begin(), lru_, it->second);
   it->second->last_access_ms = unix_now_ms();
+  ++it->second->hits;
   StoreCounters::bump(counters_.hits);
   StoreCounters::bump(counters_.bytes_read, it->second->value.size());
   return std::optional<Bytes>{it->second->value};
@@ -46,7 +47,7 @@ Result<void> MemoryStore::put(Area area, std::string_view key, std::string_view 
     StoreCounters::bump(counters_.evictions);
   }
   const std::int64_t now = unix_now_ms();
-  lru_.push_front(Entry{area, std::string(key), Bytes(value), now, now});
+  lru_.push_front(Entry{area, std::string(key), Bytes(value), now, now, 0});
   index_.emplace(index_key(area, key), lru_.begin());
   bytes_ += value.size();
   StoreCounters::bump(counters_.puts);
@@ -77,7 +78,8 @@ Result<std::vector<ObjectInfo>> MemoryStore::list(const ListOptions& options) {
     if ((options.area && *options.area != e.area) || !e.key.starts_with(options.prefix)) {
       continue;
     }
-    out.push_back(ObjectInfo{e.area, e.key, e.value.size(), e.created_ms, e.last_access_ms});
+    out.push_back(
+        ObjectInfo{e.area, e.key, e.value.size(), e.created_ms, e.last_access_ms, e.hits});
   }
   return out;
 }

@@ -16,65 +16,75 @@ std::uint64_t get_u64(const char* in) {
   }
   return v;
 }
+std::string_view view(const rocksdb::Slice& s) {
+  return {s.data(), s.size()};
+}
 } // namespace
 
 std::string AccessRecord::encode() const {
   std::string out;
-  out.reserve(24);
+  out.reserve(32);
   put_u64(out, size);
   put_u64(out, static_cast<std::uint64_t>(created_ms));
   put_u64(out, static_cast<std::uint64_t>(last_access_ms));
+  put_u64(out, hits);
   return out;
 }
 
 std::optional<AccessRecord> AccessRecord::decode(std::string_view bytes) {
-  if (bytes.size() != 24) {
+  if (bytes.size() != 32) {
     return std::nullopt;
   }
   return AccessRecord{get_u64(bytes.data()), static_cast<std::int64_t>(get_u64(bytes.data() + 8)),
-                      static_cast<std::int64_t>(get_u64(bytes.data() + 16))};
+                      static_cast<std::int64_t>(get_u64(bytes.data() + 16)),
+                      get_u64(bytes.data() + 24)};
 }
 
-std::string encode_touch(std::int64_t last_access_ms) {
+std::string Touch::encode() const {
   std::string out;
+  out.reserve(16);
   put_u64(out, static_cast<std::uint64_t>(last_access_ms));
+  put_u64(out, hits);
   return out;
+}
+
+std::optional<Touch> Touch::decode(std::string_view bytes) {
+  if (bytes.size() != 16) {
+    return std::nullopt;
+  }
+  return Touch{static_cast<std::int64_t>(get_u64(bytes.data())), get_u64(bytes.data() + 8)};
 }
 
 bool AccessMergeOperator::Merge(const rocksdb::Slice& /*key*/, const rocksdb::Slice* existing,
                                 const rocksdb::Slice& value, std::string* new_value,
                                 rocksdb::Logger* /*logger*/) const {
-  auto last_access = [](const rocksdb::Slice& s) -> std::optional<std::int64_t> {
-    if (s.size() == 8) {
-      return static_cast<std::int64_t>(get_u64(s.data()));
-    }
-    if (auto r = AccessRecord::decode(std::string_view(s.data(), s.size()))) {
-      return r->last_access_ms;
-    }
-    return std::nullopt;
-  };
-  const auto operand = last_access(value);
-  if (!operand) {
-    return false;
+  const auto touch = Touch::decode(view(value));
+  if (!touch) {
+    return false; // only touches are merged; records are written with Put
   }
   if (existing == nullptr) {
-    new_value->assign(value.data(), value.size());
+    *new_value = touch->encode();
     return true;
   }
-  if (auto record = AccessRecord::decode(std::string_view(existing->data(), existing->size()))) {
-    record->last_access_ms = std::max(record->last_access_ms, *operand);
+  if (auto record = AccessRecord::decode(view(*existing))) {
+    record->last_access_ms = std::max(record->last_access_ms, touch->last_access_ms);
+    record->hits += touch->hits;
     *new_value = record->encode();
     return true;
   }
-  const auto old = last_access(*existing);
-  *new_value = encode_touch(std::max(old.value_or(0), *operand));
-  return true;
+  if (auto earlier = Touch::decode(view(*existing))) {
+    *new_value =
+        Touch{std::max(earlier->last_access_ms, touch->last_access_ms), earlier->hits + touch->hits}
+            .encode();
+    return true;
+  }
+  return false;
 }
 
 bool OrphanTouchFilter::Filter(int /*level*/, const rocksdb::Slice& /*key*/,
                                const rocksdb::Slice& value, std::string* /*new_value*/,
                                bool* /*value_changed*/) const {
-  return value.size() == 8; // true: drop
+  return value.size() == 16; // a touch with no record under it: drop
 }
 
 } // namespace kcache::storage::detail

@@ -11,25 +11,33 @@
 
 namespace kcache::storage::detail {
 
-// A full record is 24 bytes: size, created_ms, last_access_ms (little-endian).
-// A lone 8-byte value is a touch (last_access_ms) merged onto a key that no
-// longer has a record: an orphan, dropped by the compaction filter.
+// A full record is 32 bytes: size, created_ms, last_access_ms, hits.
 struct AccessRecord {
   std::uint64_t size = 0;
   std::int64_t created_ms = 0;
   std::int64_t last_access_ms = 0;
+  std::uint64_t hits = 0;
 
   std::string encode() const;
   static std::optional<AccessRecord> decode(std::string_view bytes);
 };
 
-std::string encode_touch(std::int64_t last_access_ms);
+// A touch is 16 bytes: last_access_ms and a number of hits to add. Merged onto
+// a record it updates it; merged onto nothing (the key was removed meanwhile)
+// it stays a lone touch, an orphan that the compaction filter drops.
+struct Touch {
+  std::int64_t last_access_ms = 0;
+  std::uint64_t hits = 0;
 
-// Merges touches into records: last access becomes the maximum seen.
+  std::string encode() const;
+  static std::optional<Touch> decode(std::string_view bytes);
+};
+
 class AccessMergeOperator final : public rocksdb::AssociativeMergeOperator {
 public:
-  bool Merge(const rocksdb::Slice& key, const rocksdb::Slice* existing, const rocksdb::Slice& value,
-             std::string* new_value, rocksdb::Logger* logger) const override;
+  bool Merge(const rocksdb::Slice& key, const rocksdb::Slice* existing,
+             const rocksdb::Slice& value, std::string* new_value,
+             rocksdb::Logger* logger) const override;
   const char* Name() const override { return "kcache.AccessMergeOperator"; }
 };
 

@@ -206,7 +206,7 @@ Result<void> RocksDbStore::put(Area area, std::string_view key, std::string_view
     }
     rocksdb::WriteBatch batch;
     batch.Put(family(area), slice(key), slice(value));
-    batch.Put(handles_->access, ikey, AccessRecord{value.size(), created, created}.encode());
+    batch.Put(handles_->access, ikey, AccessRecord{value.size(), created, created, 0}.encode());
     if (auto s = handles_->db->Write(rocksdb::WriteOptions(), &batch); !s.ok()) {
       StoreCounters::bump(counters_.errors);
       return tl::unexpected(io_error(s, "put"));
@@ -258,7 +258,9 @@ void RocksDbStore::touch(Area area, std::string_view key) {
   bool flush_now = false;
   {
     std::lock_guard lock(touch_mu_);
-    touched_[index_key(area, key)] = unix_now_ms();
+    Touched& t = touched_[index_key(area, key)];
+    t.last_access_ms = unix_now_ms();
+    ++t.hits;
     flush_now = touched_.size() >= options_.access_flush_batch ||
                 now - last_touch_flush_ >= options_.access_flush_interval;
   }
@@ -270,7 +272,7 @@ void RocksDbStore::touch(Area area, std::string_view key) {
 }
 
 Result<void> RocksDbStore::flush_access_times() {
-  std::unordered_map<std::string, std::int64_t> pending;
+  std::unordered_map<std::string, Touched> pending;
   {
     std::lock_guard lock(touch_mu_);
     pending.swap(touched_);
@@ -280,8 +282,8 @@ Result<void> RocksDbStore::flush_access_times() {
     return {};
   }
   rocksdb::WriteBatch batch;
-  for (const auto& [ikey, ms] : pending) {
-    batch.Merge(handles_->access, ikey, detail::encode_touch(ms));
+  for (const auto& [ikey, t] : pending) {
+    batch.Merge(handles_->access, ikey, detail::Touch{t.last_access_ms, t.hits}.encode());
   }
   // Recency is advisory: losing the last second of it in a crash is fine.
   rocksdb::WriteOptions write;
@@ -360,7 +362,7 @@ Result<std::uint64_t> RocksDbStore::evict_to(std::uint64_t target_bytes) {
 }
 
 Result<std::vector<ObjectInfo>> RocksDbStore::list(const ListOptions& options) {
-  std::unordered_map<std::string, std::int64_t> pending;
+  std::unordered_map<std::string, Touched> pending;
   {
     std::lock_guard lock(touch_mu_);
     pending = touched_;
@@ -383,10 +385,13 @@ Result<std::vector<ObjectInfo>> RocksDbStore::list(const ListOptions& options) {
         continue; // orphan touch
       }
       std::int64_t last = r->last_access_ms;
+      std::uint64_t hits = r->hits;
       if (const auto p = pending.find(std::string(ikey)); p != pending.end()) {
-        last = std::max(last, p->second);
+        last = std::max(last, p->second.last_access_ms);
+        hits += p->second.hits;
       }
-      out.push_back(ObjectInfo{area, std::string(ikey.substr(1)), r->size, r->created_ms, last});
+      out.push_back(
+          ObjectInfo{area, std::string(ikey.substr(1)), r->size, r->created_ms, last, hits});
     }
   }
   if (!it->status().ok()) {

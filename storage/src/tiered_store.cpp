@@ -133,6 +133,7 @@ Result<std::vector<ObjectInfo>> TieredStore::list(const ListOptions& options) {
       if (!inserted) {
         it->second.size = std::max(it->second.size, info.size);
         it->second.last_access_ms = std::max(it->second.last_access_ms, info.last_access_ms);
+        it->second.hits += info.hits; // each tier counts the reads it served
         if (it->second.created_ms == 0) {
           it->second.created_ms = info.created_ms;
         }

@@ -63,6 +63,8 @@ TEST(RocksDbStore, SurvivesReopenWithSizeAndRecency) {
   ASSERT_EQ(listed->size(), 1U);
   EXPECT_GE((*listed)[0].last_access_ms, touched_at - 5);
   EXPECT_GT((*listed)[0].last_access_ms, (*listed)[0].created_ms);
+  // One read before the reopen (flushed on close), one after (still pending).
+  EXPECT_EQ((*listed)[0].hits, 2U);
 }
 
 TEST(RocksDbStore, OverwriteAndRemoveKeepTheSizeAccountRight) {

@@ -31,6 +31,7 @@ private:
     Bytes value;
     std::int64_t created_ms;
     std::int64_t last_access_ms;
+    std::uint64_t hits = 0;
   };
   using Lru = std::list<Entry>; // front = most recently used
 

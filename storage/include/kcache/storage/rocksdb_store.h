@@ -77,7 +77,11 @@ private:
   std::mutex write_mu_; // orders size accounting of puts and removes
   std::mutex evict_mu_;
   std::mutex touch_mu_;
-  std::unordered_map<std::string, std::int64_t> touched_; // index key -> last access
+  struct Touched {
+    std::int64_t last_access_ms = 0;
+    std::uint64_t hits = 0;
+  };
+  std::unordered_map<std::string, Touched> touched_; // index key -> reads since the last flush
   std::chrono::steady_clock::time_point last_touch_flush_ = std::chrono::steady_clock::now();
 };
 

@@ -43,6 +43,7 @@ struct ObjectInfo {
   std::uint64_t size = 0;          // bytes as stored (framed, compressed)
   std::int64_t created_ms = 0;     // unix ms; 0 when the tier does not know
   std::int64_t last_access_ms = 0; // unix ms; 0 when the tier does not know
+  std::uint64_t hits = 0;          // reads served; 0 when the tier does not count them
 };
 
 struct ListOptions {
