@@ -80,7 +80,9 @@ template <typename Fn> kcache_status guarded(Fn&& fn) {
 
 extern "C" {
 
-int kcache_abi_version(void) { return KCACHE_ABI_VERSION; }
+int kcache_abi_version(void) {
+  return KCACHE_ABI_VERSION;
+}
 
 const char* kcache_status_name(kcache_status status) {
   switch (status) {
@@ -104,7 +106,9 @@ const char* kcache_status_name(kcache_status status) {
   return "unknown";
 }
 
-const char* kcache_last_error(void) { return t_last_error.c_str(); }
+const char* kcache_last_error(void) {
+  return t_last_error.c_str();
+}
 
 kcache_status kcache_client_open(const kcache_options* options, kcache_client** out) {
   if (out == nullptr) {
@@ -190,7 +194,8 @@ kcache_status kcache_exists(kcache_client* client, const char* key) {
 
 kcache_status kcache_batch_get(kcache_client* client, const char* const* keys, size_t n,
                                kcache_buffer* values, kcache_status* statuses) {
-  if (client == nullptr || (n > 0 && (keys == nullptr || values == nullptr || statuses == nullptr))) {
+  if (client == nullptr ||
+      (n > 0 && (keys == nullptr || values == nullptr || statuses == nullptr))) {
     return fail(KCACHE_ERR_INVALID, "kcache_batch_get: NULL argument");
   }
   for (size_t i = 0; i < n; ++i) {

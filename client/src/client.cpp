@@ -30,8 +30,8 @@ ClientError from_status(const HttpResponse& res) {
 
 Result<void> check_key(std::string_view key) {
   if (!wire::is_valid_action_key(key)) {
-    return tl::unexpected(ClientError{ErrorCode::kInvalid, 0,
-                                      "invalid key (1-512 characters of [A-Za-z0-9._:+=-])"});
+    return tl::unexpected(
+        ClientError{ErrorCode::kInvalid, 0, "invalid key (1-512 characters of [A-Za-z0-9._:+=-])"});
   }
   return {};
 }
@@ -87,8 +87,8 @@ void Client::checkin(std::unique_ptr<Connection> connection) {
 Result<HttpResponse> Client::round_trip(const HttpRequest& request) {
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
   if (steady_ms() < down_until_ms_.load(std::memory_order_relaxed)) {
-    return tl::unexpected(
-        ClientError{ErrorCode::kUnavailable, 0, "kcached was unreachable moments ago; backing off"});
+    return tl::unexpected(ClientError{ErrorCode::kUnavailable, 0,
+                                      "kcached was unreachable moments ago; backing off"});
   }
   ClientError last{ErrorCode::kUnavailable, 0, "no attempt made"};
   for (int attempt = 0; attempt <= options_.retries; ++attempt) {
@@ -163,8 +163,8 @@ Result<void> Client::put(std::string_view key, const std::vector<File>& files,
   for (const File& f : files) {
     parts.push_back({f.name, f.data});
   }
-  auto res = request(HttpMethod::kPut, "/v1/artifacts/" + std::string(key), wire::encode_parts(parts),
-                     wire::kPartsContentType);
+  auto res = request(HttpMethod::kPut, "/v1/artifacts/" + std::string(key),
+                     wire::encode_parts(parts), wire::kPartsContentType);
   if (!res) {
     return tl::unexpected(res.error());
   }

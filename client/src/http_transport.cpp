@@ -155,8 +155,8 @@ private:
       auto endpoints = resolver.resolve(endpoint_.host, endpoint_.port, ec);
       if (ec) {
         stream_.reset();
-        return tl::unexpected(ClientError{ErrorCode::kUnavailable, 0,
-                                          "cannot resolve " + endpoint_.host + ": " + ec.message()});
+        return tl::unexpected(ClientError{
+            ErrorCode::kUnavailable, 0, "cannot resolve " + endpoint_.host + ": " + ec.message()});
       }
       stream_->async_connect(endpoints, [&](beast::error_code connect_ec, const auto&) {
         ec = connect_ec;

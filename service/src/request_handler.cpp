@@ -106,7 +106,8 @@ json info_json(const storage::ObjectInfo& info) {
               {"key", info.key},
               {"size", info.size},
               {"created_ms", info.created_ms},
-              {"last_access_ms", info.last_access_ms}};
+              {"last_access_ms", info.last_access_ms},
+              {"hits", info.hits}};
 }
 
 } // namespace
@@ -234,6 +235,16 @@ Response RequestHandler::dispatch(const Request& req, std::string_view path, con
   if (path == "/v1/entries") {
     route = "entries";
     return only({http::verb::get}) ? entries(req, query) : method_not_allowed("GET");
+  }
+  if (path == "/v1/admin/verify" || path == "/v1/admin/gc") {
+    route = path == "/v1/admin/gc" ? "admin_gc" : "admin_verify";
+    if (method != http::verb::post) {
+      return method_not_allowed("POST");
+    }
+    if (role < Role::kAdmin) {
+      return error(req, http::status::forbidden, "admin routes need the admin role");
+    }
+    return route == "admin_gc" ? gc(req, query) : verify(req, query);
   }
   if (auto key = tail("/v1/entries/")) {
     route = "entry";
@@ -441,8 +452,10 @@ Response RequestHandler::entries(const Request& req, const Query& query) {
     }
   }
   const std::string sort = query.get("sort", "last_access");
-  if (sort != "size" && sort != "last_access" && sort != "created" && sort != "key") {
-    return error(req, http::status::bad_request, "sort must be size, last_access, created or key");
+  if (sort != "size" && sort != "last_access" && sort != "created" && sort != "key" &&
+      sort != "hits") {
+    return error(req, http::status::bad_request,
+                 "sort must be size, last_access, hits, created or key");
   }
   auto listed = store_.list(options);
   if (!listed) {
@@ -520,6 +533,105 @@ Response RequestHandler::stats(const Request& req) {
            {"misses", total.misses},
            {"errors", total.errors},
            {"tiers", std::move(tiers)}});
+}
+
+Response RequestHandler::verify(const Request& req, const Query& query) {
+  const std::string area = query.get("area");
+  if (area != "ac" && area != "cas") {
+    return error(req, http::status::bad_request, "area must be ac or cas");
+  }
+  const bool repair = query.get("repair") == "1" || query.get("repair") == "true";
+  storage::ListOptions options;
+  options.area = area == "ac" ? Area::kAction : Area::kCas;
+  options.prefix = query.get("prefix");
+  auto listed = store_.list(options);
+  if (!listed) {
+    return store_error(req, listed.error());
+  }
+  json problems = json::array();
+  std::size_t repaired = 0;
+  auto report = [&](const std::string& key, std::string what) {
+    problems.push_back({{"key", key}, {"problem", std::move(what)}});
+  };
+  for (const storage::ObjectInfo& info : *listed) {
+    if (options.area == Area::kCas) {
+      // A frame that fails verification is deleted by the read itself.
+      auto blob = store_.get(Area::kCas, info.key);
+      if (!blob) {
+        return store_error(req, blob.error());
+      }
+      if (!blob->has_value()) {
+        report(info.key, "unreadable (corrupt frame, deleted)");
+        ++repaired;
+      } else if (cachekey::to_hex(cachekey::Sha256::of(**blob)) != info.key) {
+        report(info.key, "content does not hash to its key");
+        if (repair && store_.remove(Area::kCas, info.key)) {
+          ++repaired;
+        }
+      }
+      continue;
+    }
+    auto record = artifacts_.get_record(info.key); // deletes unparseable records
+    if (!record) {
+      return store_error(req, record.error());
+    }
+    if (!record->has_value()) {
+      report(info.key, "unreadable record (deleted)");
+      ++repaired;
+      continue;
+    }
+    for (const storage::OutputRef& out : (*record)->outputs) {
+      auto present = store_.contains(Area::kCas, out.digest);
+      if (present && !*present) {
+        report(info.key, "output '" + out.name + "' blob " + out.digest + " is missing");
+        if (repair && store_.remove(Area::kAction, info.key)) {
+          ++repaired;
+        }
+        break;
+      }
+    }
+  }
+  return json_response(req, http::status::ok,
+                       json{{"area", area},
+                            {"checked", listed->size()},
+                            {"problems", std::move(problems)},
+                            {"repaired", repaired}});
+}
+
+Response RequestHandler::gc(const Request& req, const Query& query) {
+  const std::string max = query.get("max_size");
+  std::uint64_t max_size = 0;
+  const auto [ptr, ec] = std::from_chars(max.data(), max.data() + max.size(), max_size);
+  if (max.empty() || ec != std::errc() || ptr != max.data() + max.size()) {
+    return error(req, http::status::bad_request, "max_size must be a number of bytes");
+  }
+  auto listed = store_.list({});
+  if (!listed) {
+    return store_error(req, listed.error());
+  }
+  std::uint64_t total = 0;
+  for (const storage::ObjectInfo& info : *listed) {
+    total += info.size;
+  }
+  const std::uint64_t before = total;
+  std::sort(listed->begin(), listed->end(),
+            [](const auto& a, const auto& b) { return a.last_access_ms < b.last_access_ms; });
+  std::size_t removed = 0;
+  for (const storage::ObjectInfo& info : *listed) {
+    if (total <= max_size) {
+      break;
+    }
+    if (auto ok = store_.remove(info.area, info.key); !ok) {
+      return store_error(req, ok.error());
+    }
+    total -= info.size;
+    ++removed;
+  }
+  return json_response(req, http::status::ok,
+                       json{{"before_bytes", before},
+                            {"after_bytes", total},
+                            {"removed_entries", removed},
+                            {"removed_bytes", before - total}});
 }
 
 } // namespace kcache::service

@@ -1,3 +1,4 @@
+#include <kcache/cachekey/units.h>
 #include <kcache/storage/framed_store.h>
 #include <kcache/storage/memory_store.h>
 #include <kcache/storage/redis_store.h>
@@ -146,28 +147,11 @@ Result<std::unique_ptr<Store>> make_rocksdb(const Url& url) {
 } // namespace
 
 Result<std::uint64_t> parse_size(std::string_view text) {
-  std::uint64_t value = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || ptr == text.data()) {
-    return invalid("bad size '" + std::string(text) + "'");
+  auto size = cachekey::parse_size(text);
+  if (!size) {
+    return invalid(size.error());
   }
-  static const std::map<std::string, std::uint64_t, std::less<>> kUnits = {
-      {"", 1},
-      {"B", 1},
-      {"KiB", 1ULL << 10},
-      {"MiB", 1ULL << 20},
-      {"GiB", 1ULL << 30},
-      {"TiB", 1ULL << 40},
-      {"KB", 1000},
-      {"MB", 1000'000},
-      {"GB", 1000'000'000},
-      {"TB", 1000'000'000'000}};
-  const auto unit =
-      kUnits.find(std::string_view(ptr, static_cast<std::size_t>(text.data() + text.size() - ptr)));
-  if (unit == kUnits.end()) {
-    return invalid("bad size unit in '" + std::string(text) + "' (use B, KiB, MiB, GiB, TiB)");
-  }
-  return value * unit->second;
+  return *size;
 }
 
 Result<std::unique_ptr<Store>> make_store(std::string_view text) {

@@ -24,13 +24,13 @@ extern "C" {
 
 typedef enum kcache_status {
   KCACHE_OK = 0,
-  KCACHE_MISS = 1,             /* no entry for the key */
-  KCACHE_ERR_INVALID = 2,      /* bad argument (URL, key, null pointer) */
-  KCACHE_ERR_UNAVAILABLE = 3,  /* daemon unreachable */
-  KCACHE_ERR_TIMEOUT = 4,      /* deadline passed */
-  KCACHE_ERR_REJECTED = 5,     /* the daemon refused the request (4xx) */
-  KCACHE_ERR_SERVER = 6,       /* the daemon failed (5xx) */
-  KCACHE_ERR_PROTOCOL = 7      /* an answer that does not parse */
+  KCACHE_MISS = 1,            /* no entry for the key */
+  KCACHE_ERR_INVALID = 2,     /* bad argument (URL, key, null pointer) */
+  KCACHE_ERR_UNAVAILABLE = 3, /* daemon unreachable */
+  KCACHE_ERR_TIMEOUT = 4,     /* deadline passed */
+  KCACHE_ERR_REJECTED = 5,    /* the daemon refused the request (4xx) */
+  KCACHE_ERR_SERVER = 6,      /* the daemon failed (5xx) */
+  KCACHE_ERR_PROTOCOL = 7     /* an answer that does not parse */
 } kcache_status;
 
 typedef struct kcache_client kcache_client;
@@ -42,10 +42,11 @@ typedef struct kcache_buffer {
 } kcache_buffer;
 
 typedef struct kcache_options {
-  const char* url;     /* "http://host:port" or "unix:///path"; NULL: $KCACHE_URL or http://127.0.0.1:7070 */
-  const char* token;   /* bearer token or NULL */
-  int32_t timeout_ms;  /* whole operation; <= 0: 2000 */
-  int32_t retries;     /* < 0: 2 */
+  const char*
+      url; /* "http://host:port" or "unix:///path"; NULL: $KCACHE_URL or http://127.0.0.1:7070 */
+  const char* token;  /* bearer token or NULL */
+  int32_t timeout_ms; /* whole operation; <= 0: 2000 */
+  int32_t retries;    /* < 0: 2 */
 } kcache_options;
 
 KCACHE_API int kcache_abi_version(void);

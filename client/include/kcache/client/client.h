@@ -10,15 +10,16 @@
 
 #include <kcache/client/http_transport.h>
 
+#include <tl/expected.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
-#include <tl/expected.hpp>
 #include <vector>
 
 namespace kcache::client {
@@ -28,7 +29,7 @@ struct ClientOptions {
   std::string token;                         // sent as a bearer token if set
   std::chrono::milliseconds timeout{2000};   // the whole operation
   std::chrono::milliseconds connect_timeout{500};
-  int retries = 2;                           // extra attempts after a transport failure
+  int retries = 2; // extra attempts after a transport failure
   std::chrono::milliseconds retry_backoff{20};
   std::chrono::milliseconds down_backoff{1000}; // fail fast this long after "connection refused"
   std::size_t max_idle_connections = 16;
@@ -60,7 +61,8 @@ public:
 
   // An artifact, or nullopt on a miss.
   Result<std::optional<Artifact>> get(std::string_view key);
-  Result<void> put(std::string_view key, const std::vector<File>& files, const PutOptions& options = {});
+  Result<void> put(std::string_view key, const std::vector<File>& files,
+                   const PutOptions& options = {});
   Result<bool> exists(std::string_view key);
   // One round trip for many keys (a restarting trainer's prefetch).
   Result<std::vector<std::optional<Artifact>>> batch_get(std::span<const std::string> keys);

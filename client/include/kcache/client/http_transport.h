@@ -2,11 +2,12 @@
 // A minimal HTTP/1.1 client connection on Boost.Beast with deadlines, over TCP
 // or a Unix socket. Used by Client; not thread-safe by itself.
 
+#include <tl/expected.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <tl/expected.hpp>
 #include <utility>
 #include <vector>
 

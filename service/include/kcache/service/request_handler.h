@@ -11,8 +11,12 @@
 //   GET|PUT /v1/artifacts/{key}            record + files in one parts body
 //   POST /v1/batch/get                     {"keys": [...]} -> one part per key
 //                                          (the artifact's parts, or empty: miss)
-//   GET  /v1/entries?area=&prefix=&sort=size|last_access|created&limit=
+//   GET  /v1/entries?area=&prefix=&sort=size|last_access|hits|created|key&limit=
 //   GET  /v1/entries/{key}                 one record with its storage metadata
+//   POST /v1/admin/verify?area=ac|cas&prefix=&repair=1
+//                                          re-hash blobs, check records' blobs;
+//                                          repair deletes what is broken
+//   POST /v1/admin/gc?max_size=BYTES       drop least recently used entries
 //
 // Roles: GET/HEAD need read, PUT needs write, DELETE needs admin.
 
@@ -59,6 +63,8 @@ private:
   Response entries(const Request& request, const Query& query);
   Response entry(const Request& request, std::string_view key);
   Response stats(const Request& request);
+  Response verify(const Request& request, const Query& query);
+  Response gc(const Request& request, const Query& query);
 
   storage::Store& store_;
   storage::ArtifactStore artifacts_;

@@ -1,0 +1,537 @@
+// kcache: inspect and manage a kcached from the command line.
+// `kcache --help` lists the commands; exit codes are documented there.
+
+#include "table.h"
+
+#include <kcache/cachekey/explain.h>
+#include <kcache/cachekey/key_manifest.h>
+#include <kcache/cachekey/units.h>
+#include <kcache/client/client.h>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace {
+
+namespace fs = std::filesystem;
+using kcache::cli::Table;
+using kcache::client::Client;
+using kcache::client::ClientError;
+using kcache::client::ErrorCode;
+using kcache::client::HttpMethod;
+using nlohmann::json;
+
+enum Exit : int {
+  kOk = 0,
+  kNotFound = 1,
+  kUsage = 2,
+  kUnavailable = 3,
+  kFailed = 4,
+  kProblems = 5,
+};
+
+constexpr const char* kUsageText = R"(kcache: inspect and manage a kcache daemon
+
+usage: kcache [--url URL] [--token TOKEN] [--timeout-ms N] [--json] COMMAND [ARGS]
+
+commands:
+  stats                         hits, misses and errors per storage tier
+  ls [--area ac|cas] [--prefix P] [--sort size|last-access|hits|created|key] [--limit N]
+                                list entries (default: action cache, most recent first)
+  show KEY                      an entry's record, storage metadata and key manifest
+  get KEY [-o PATH]             fetch an artifact: its single file to PATH (or stdout),
+                                several files into the directory PATH
+  put KEY FILE... [--producer NAME] [--meta K=V]...
+                                store files as the artifact for KEY
+  rm KEY [--cas]                delete an action record (or a CAS blob); admin role
+  explain KEY_A KEY_B           which key component differs, from the stored manifests
+  verify [--repair]             re-hash every blob, check every record's blobs
+  gc --max-size SIZE            drop least recently used entries down to SIZE (e.g. 5GiB)
+
+The server comes from --url, else $KCACHE_URL, else http://127.0.0.1:7070
+(unix:///path for a Unix socket); the token from --token or $KCACHE_TOKEN.
+
+exit codes:
+  0 success   1 not found   2 usage error   3 daemon unreachable or timed out
+  4 request refused or failed   5 verify found problems
+)";
+
+struct Cli {
+  std::unique_ptr<Client> client;
+  bool json_output = false;
+  std::vector<std::string> args; // positional, after the command
+  std::multimap<std::string, std::string> options;
+  std::set<std::string> flags;
+
+  std::string option(const std::string& name, std::string fallback = "") const {
+    const auto it = options.find(name);
+    return it == options.end() ? fallback : it->second;
+  }
+};
+
+int fail(const ClientError& e) {
+  std::fprintf(stderr, "kcache: %s\n", e.message.c_str());
+  switch (e.code) {
+  case ErrorCode::kUnavailable:
+  case ErrorCode::kTimeout:
+    return kUnavailable;
+  case ErrorCode::kInvalid:
+    return kUsage;
+  default:
+    return kFailed;
+  }
+}
+
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "kcache: %s\n(kcache --help for usage)\n", message.c_str());
+  return kUsage;
+}
+
+std::int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+// GET/POST/DELETE returning JSON; 404 -> kNotFound with the daemon's message.
+int call_json(Cli& cli, HttpMethod method, const std::string& target, json& out) {
+  auto res = cli.client->request(method, target);
+  if (!res) {
+    return fail(res.error());
+  }
+  const json body = json::parse(res->body, nullptr, false);
+  if (res->status == 404) {
+    std::fprintf(stderr, "kcache: %s\n",
+                 body.is_object() ? body.value("error", "not found").c_str() : "not found");
+    return kNotFound;
+  }
+  if (res->status < 200 || res->status >= 300 || body.is_discarded()) {
+    std::fprintf(stderr, "kcache: %d: %s\n", res->status,
+                 body.is_object() ? body.value("error", res->body).c_str() : res->body.c_str());
+    return kFailed;
+  }
+  out = body;
+  return kOk;
+}
+
+std::string url_encode(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == ':') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+void progress(const char* what, std::size_t done, std::size_t total) {
+  if (isatty(STDERR_FILENO) == 0) {
+    return;
+  }
+  constexpr std::size_t kWidth = 30;
+  const std::size_t filled = total == 0 ? kWidth : done * kWidth / total;
+  std::fprintf(stderr, "\r%-12s [%s%s] %zu/%zu", what, std::string(filled, '#').c_str(),
+               std::string(kWidth - filled, '.').c_str(), done, total);
+  if (done == total) {
+    std::fprintf(stderr, "\n");
+  }
+}
+
+int cmd_stats(Cli& cli) {
+  json doc;
+  if (int rc = call_json(cli, HttpMethod::kGet, "/v1/stats", doc); rc != kOk) {
+    return rc;
+  }
+  if (cli.json_output) {
+    std::cout << doc.dump(2) << "\n";
+    return kOk;
+  }
+  std::printf("uptime %.0f s; lookups: %llu hits, %llu misses, %llu tier errors\n\n",
+              doc.value("uptime_s", 0.0), doc.value("hits", 0ULL), doc.value("misses", 0ULL),
+              doc.value("errors", 0ULL));
+  Table t;
+  t.column("TIER");
+  for (const char* h :
+       {"HITS", "MISSES", "ERRORS", "CORRUPT", "EVICTIONS", "PUTS", "READ", "WRITTEN"}) {
+    t.column(h, Table::Align::kRight);
+  }
+  for (const json& tier : doc["tiers"]) {
+    auto n = [&](const char* k) { return std::to_string(tier.value(k, 0ULL)); };
+    t.row({tier.value("name", "?"), n("hits"), n("misses"), n("errors"), n("corrupt"),
+           n("evictions"), n("puts"), kcache::cachekey::format_size(tier.value("bytes_read", 0ULL)),
+           kcache::cachekey::format_size(tier.value("bytes_written", 0ULL))});
+  }
+  std::cout << t.render();
+  return kOk;
+}
+
+int cmd_ls(Cli& cli) {
+  std::string sort = cli.option("sort", "last-access");
+  std::replace(sort.begin(), sort.end(), '-', '_');
+  const std::string target = "/v1/entries?area=" + url_encode(cli.option("area", "ac")) +
+                             "&prefix=" + url_encode(cli.option("prefix")) +
+                             "&sort=" + url_encode(sort) +
+                             "&limit=" + url_encode(cli.option("limit", "50"));
+  json doc;
+  if (int rc = call_json(cli, HttpMethod::kGet, target, doc); rc != kOk) {
+    return rc;
+  }
+  if (cli.json_output) {
+    std::cout << doc.dump(2) << "\n";
+    return kOk;
+  }
+  Table t;
+  t.column("AREA");
+  t.column("KEY");
+  t.column("SIZE", Table::Align::kRight);
+  t.column("HITS", Table::Align::kRight);
+  t.column("LAST ACCESS", Table::Align::kRight);
+  t.column("CREATED", Table::Align::kRight);
+  const std::int64_t now = now_ms();
+  for (const json& e : doc["entries"]) {
+    t.row({e.value("area", ""), e.value("key", ""),
+           kcache::cachekey::format_size(e.value("size", 0ULL)),
+           std::to_string(e.value("hits", 0ULL)),
+           kcache::cli::format_age(e.value("last_access_ms", 0LL), now),
+           kcache::cli::format_age(e.value("created_ms", 0LL), now)});
+  }
+  std::cout << t.render() << doc["entries"].size() << " of " << doc.value("total", 0ULL)
+            << " entries\n";
+  return kOk;
+}
+
+int cmd_show(Cli& cli) {
+  if (cli.args.size() != 1) {
+    return usage_error("show needs one KEY");
+  }
+  json doc;
+  if (int rc = call_json(cli, HttpMethod::kGet, "/v1/entries/" + cli.args[0], doc); rc != kOk) {
+    return rc;
+  }
+  if (cli.json_output) {
+    std::cout << doc.dump(2) << "\n";
+    return kOk;
+  }
+  const std::int64_t now = now_ms();
+  std::printf("key       %s\nproducer  %s\ncreated   %s\n", doc.value("key", "").c_str(),
+              doc.value("producer", "").c_str(),
+              kcache::cli::format_age(doc.value("created_ms", 0LL), now).c_str());
+  if (doc.contains("storage")) {
+    const json& s = doc["storage"];
+    std::printf("record    %s, %llu hits, last access %s\n",
+                kcache::cachekey::format_size(s.value("size", 0ULL)).c_str(), s.value("hits", 0ULL),
+                kcache::cli::format_age(s.value("last_access_ms", 0LL), now).c_str());
+  }
+  Table outputs;
+  outputs.column("OUTPUT");
+  outputs.column("SIZE", Table::Align::kRight);
+  outputs.column("SHA256");
+  for (const json& o : doc["outputs"]) {
+    outputs.row({o.value("name", ""), kcache::cachekey::format_size(o.value("size", 0ULL)),
+                 o.value("digest", "")});
+  }
+  std::cout << "\n" << outputs.render();
+  if (!doc["metadata"].empty()) {
+    std::cout << "\nmetadata\n";
+    for (const auto& [k, v] : doc["metadata"].items()) {
+      std::cout << "  " << k << " = " << (v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
+    }
+  }
+  if (doc.contains("manifest")) {
+    const json& m = doc["manifest"];
+    std::cout << "\nkey manifest (schema " << m.value("schema_version", 0) << ")\n"
+              << "  namespace  " << m.value("namespace", "") << "\n"
+              << "  graph      " << m.value("graph_digest", "") << " ("
+              << m.value("graph_nodes", json::array()).size() << " nodes)\n"
+              << "  hardware   " << m.value("hardware_class", "") << "\n";
+    for (const auto& [k, v] : m.value("toolchain", json::object()).items()) {
+      std::cout << "  toolchain  " << k << " " << v.get<std::string>() << "\n";
+    }
+    for (const json& g : m.value("guards", json::array())) {
+      std::cout << "  guard      " << g.get<std::string>() << "\n";
+    }
+    std::string options;
+    for (const json& o : m.value("options", json::array())) {
+      options += (options.empty() ? "" : " ") + o.get<std::string>();
+    }
+    std::cout << "  options    " << options << "\n";
+  }
+  return kOk;
+}
+
+int cmd_get(Cli& cli) {
+  if (cli.args.size() != 1) {
+    return usage_error("get needs one KEY");
+  }
+  auto got = cli.client->get(cli.args[0]);
+  if (!got) {
+    return fail(got.error());
+  }
+  if (!got->has_value()) {
+    std::fprintf(stderr, "kcache: no artifact for %s\n", cli.args[0].c_str());
+    return kNotFound;
+  }
+  const auto& artifact = **got;
+  const std::string out = cli.option("o");
+  if (artifact.files.size() == 1 && !fs::is_directory(out)) {
+    if (out.empty() || out == "-") {
+      std::cout.write(artifact.files[0].data.data(),
+                      static_cast<std::streamsize>(artifact.files[0].data.size()));
+      return kOk;
+    }
+    std::ofstream(out, std::ios::binary) << artifact.files[0].data;
+    std::fprintf(stderr, "wrote %s (%s)\n", out.c_str(),
+                 kcache::cachekey::format_size(artifact.files[0].data.size()).c_str());
+    return kOk;
+  }
+  if (out.empty()) {
+    return usage_error("this artifact has " + std::to_string(artifact.files.size()) +
+                       " files: give -o DIRECTORY");
+  }
+  fs::create_directories(out);
+  for (const auto& f : artifact.files) {
+    const fs::path path = fs::path(out) / fs::path(f.name).filename();
+    std::ofstream(path, std::ios::binary) << f.data;
+    std::fprintf(stderr, "wrote %s (%s)\n", path.c_str(),
+                 kcache::cachekey::format_size(f.data.size()).c_str());
+  }
+  return kOk;
+}
+
+int cmd_put(Cli& cli) {
+  if (cli.args.size() < 2) {
+    return usage_error("put needs KEY and at least one FILE");
+  }
+  std::vector<kcache::client::File> files;
+  for (std::size_t i = 1; i < cli.args.size(); ++i) {
+    std::ifstream in(cli.args[i], std::ios::binary);
+    if (!in) {
+      return usage_error("cannot read " + cli.args[i]);
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    files.push_back({fs::path(cli.args[i]).filename().string(), ss.str()});
+  }
+  kcache::client::PutOptions options;
+  options.producer = cli.option("producer", "kcache-cli");
+  for (auto [it, end] = cli.options.equal_range("meta"); it != end; ++it) {
+    const auto eq = it->second.find('=');
+    if (eq == std::string::npos) {
+      return usage_error("--meta takes K=V");
+    }
+    options.metadata[it->second.substr(0, eq)] = it->second.substr(eq + 1);
+  }
+  if (auto ok = cli.client->put(cli.args[0], files, options); !ok) {
+    return fail(ok.error());
+  }
+  if (cli.json_output) {
+    std::cout << json{{"key", cli.args[0]}, {"files", files.size()}}.dump() << "\n";
+  } else {
+    std::printf("stored %zu file(s) as %s\n", files.size(), cli.args[0].c_str());
+  }
+  return kOk;
+}
+
+int cmd_rm(Cli& cli) {
+  if (cli.args.size() != 1) {
+    return usage_error("rm needs one KEY");
+  }
+  json doc;
+  const std::string area = cli.flags.count("cas") ? "/v1/cas/" : "/v1/ac/";
+  if (int rc = call_json(cli, HttpMethod::kDelete, area + cli.args[0], doc); rc != kOk) {
+    return rc;
+  }
+  if (cli.json_output) {
+    std::cout << doc.dump() << "\n";
+  } else {
+    std::printf("deleted %s\n", cli.args[0].c_str());
+  }
+  return kOk;
+}
+
+int cmd_explain(Cli& cli) {
+  if (cli.args.size() != 2) {
+    return usage_error("explain needs KEY_A and KEY_B");
+  }
+  std::vector<kcache::cachekey::KeyManifest> manifests;
+  for (const std::string& key : cli.args) {
+    json doc;
+    if (int rc = call_json(cli, HttpMethod::kGet, "/v1/entries/" + key, doc); rc != kOk) {
+      return rc;
+    }
+    if (!doc.contains("manifest")) {
+      std::fprintf(stderr, "kcache: %s was stored without a key manifest; nothing to compare\n",
+                   key.c_str());
+      return kFailed;
+    }
+    auto manifest = kcache::cachekey::manifest_from_json(doc["manifest"].dump());
+    if (!manifest) {
+      std::fprintf(stderr, "kcache: %s: %s\n", key.c_str(), manifest.error().message.c_str());
+      return kFailed;
+    }
+    manifests.push_back(std::move(*manifest));
+  }
+  const auto e = kcache::cachekey::explain(manifests[0], manifests[1]);
+  if (cli.json_output) {
+    json diffs = json::array();
+    for (const auto& d : e.diffs) {
+      diffs.push_back({{"component", d.component}, {"a", d.a}, {"b", d.b}, {"details", d.details}});
+    }
+    std::cout << json{{"key_a", e.key_a}, {"key_b", e.key_b}, {"diffs", diffs}}.dump(2) << "\n";
+  } else {
+    std::cout << kcache::cachekey::to_text(e);
+  }
+  return kOk;
+}
+
+int cmd_verify(Cli& cli) {
+  const std::string repair = cli.flags.count("repair") ? "1" : "0";
+  // Work in slices (16 CAS prefixes, then the action cache) to show progress.
+  std::vector<std::pair<std::string, std::string>> slices;
+  for (const char c : std::string("0123456789abcdef")) {
+    slices.emplace_back("cas", std::string(1, c));
+  }
+  slices.emplace_back("ac", "");
+  std::map<std::string, std::size_t> checked, repaired;
+  json problems = json::array();
+  for (std::size_t i = 0; i < slices.size(); ++i) {
+    json doc;
+    const auto& [area, prefix] = slices[i];
+    const std::string target =
+        "/v1/admin/verify?area=" + area + "&prefix=" + prefix + "&repair=" + repair;
+    if (int rc = call_json(cli, HttpMethod::kPost, target, doc); rc != kOk) {
+      return rc;
+    }
+    checked[area] += doc.value("checked", 0ULL);
+    repaired[area] += doc.value("repaired", 0ULL);
+    for (json& p : doc["problems"]) {
+      p["area"] = area;
+      problems.push_back(p);
+    }
+    if (!cli.json_output) {
+      progress("verifying", i + 1, slices.size());
+    }
+  }
+  if (cli.json_output) {
+    std::cout << json{{"checked", checked}, {"repaired", repaired}, {"problems", problems}}.dump(2)
+              << "\n";
+  } else {
+    Table t;
+    t.column("AREA");
+    t.column("CHECKED", Table::Align::kRight);
+    t.column("REPAIRED", Table::Align::kRight);
+    for (const char* area : {"cas", "ac"}) {
+      t.row({area, std::to_string(checked[area]), std::to_string(repaired[area])});
+    }
+    std::cout << t.render();
+    for (const json& p : problems) {
+      std::printf("%s %s: %s\n", p.value("area", "").c_str(), p.value("key", "").c_str(),
+                  p.value("problem", "").c_str());
+    }
+    std::printf("%zu problem(s)\n", problems.size());
+  }
+  return problems.empty() ? kOk : kProblems;
+}
+
+int cmd_gc(Cli& cli) {
+  const std::string max = cli.option("max-size");
+  if (max.empty()) {
+    return usage_error("gc needs --max-size SIZE");
+  }
+  auto size = kcache::cachekey::parse_size(max);
+  if (!size) {
+    return usage_error(size.error());
+  }
+  json doc;
+  if (int rc =
+          call_json(cli, HttpMethod::kPost, "/v1/admin/gc?max_size=" + std::to_string(*size), doc);
+      rc != kOk) {
+    return rc;
+  }
+  if (cli.json_output) {
+    std::cout << doc.dump(2) << "\n";
+  } else {
+    std::printf("removed %llu entries (%s); %s -> %s\n", doc.value("removed_entries", 0ULL),
+                kcache::cachekey::format_size(doc.value("removed_bytes", 0ULL)).c_str(),
+                kcache::cachekey::format_size(doc.value("before_bytes", 0ULL)).c_str(),
+                kcache::cachekey::format_size(doc.value("after_bytes", 0ULL)).c_str());
+  }
+  return kOk;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  static const std::set<std::string> kValued = {"url",      "token", "timeout-ms", "area",
+                                                "prefix",   "sort",  "limit",      "o",
+                                                "producer", "meta",  "max-size"};
+  Cli cli;
+  kcache::client::ClientOptions options;
+  if (const char* url = std::getenv("KCACHE_URL"); url != nullptr && *url != '\0') {
+    options.url = url;
+  }
+  if (const char* token = std::getenv("KCACHE_TOKEN"); token != nullptr) {
+    options.token = token;
+  }
+  std::string command;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsageText, stdout);
+      return kOk;
+    }
+    if (a.starts_with("-") && a.size() > 1) {
+      const std::string name = a.substr(a.find_first_not_of('-'));
+      if (kValued.count(name)) {
+        if (i + 1 >= argc) {
+          return usage_error("--" + name + " needs a value");
+        }
+        cli.options.emplace(name, argv[++i]);
+      } else if (name == "json") {
+        cli.json_output = true;
+      } else {
+        cli.flags.insert(name);
+      }
+    } else if (command.empty()) {
+      command = a;
+    } else {
+      cli.args.push_back(a);
+    }
+  }
+  if (command.empty()) {
+    std::fputs(kUsageText, stderr);
+    return kUsage;
+  }
+  options.url = cli.option("url", options.url);
+  options.token = cli.option("token", options.token);
+  if (const std::string t = cli.option("timeout-ms"); !t.empty()) {
+    options.timeout = std::chrono::milliseconds(std::atoi(t.c_str()));
+  }
+  auto client = Client::create(options);
+  if (!client) {
+    return fail(client.error());
+  }
+  cli.client = std::move(*client);
+
+  static const std::map<std::string, int (*)(Cli&)> kCommands = {
+      {"stats", cmd_stats},     {"ls", cmd_ls},         {"show", cmd_show},
+      {"get", cmd_get},         {"put", cmd_put},       {"rm", cmd_rm},
+      {"explain", cmd_explain}, {"verify", cmd_verify}, {"gc", cmd_gc}};
+  const auto it = kCommands.find(command);
+  if (it == kCommands.end()) {
+    return usage_error("unknown command '" + command + "'");
+  }
+  return it->second(cli);
+}
