@@ -1,0 +1,224 @@
+// The HTTP API as a function: every route, without sockets.
+
+#include <kcache/cachekey/sha256.h>
+#include <kcache/cachekey/wire.h>
+#include <kcache/service/request_handler.h>
+#include <kcache/storage/memory_store.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace kcache::service {
+namespace {
+
+using nlohmann::json;
+namespace wire = cachekey::wire;
+
+class HandlerTest : public ::testing::Test {
+protected:
+  explicit HandlerTest(std::vector<Token> tokens = {})
+      : handler_(store_, {{"memory", &store_}}, metrics_, std::move(tokens)) {}
+
+  Response call(http::verb method, std::string target, std::string body = {},
+                std::string token = {}) {
+    Request req{method, target, 11};
+    req.body() = std::move(body);
+    if (!token.empty()) {
+      req.set(http::field::authorization, "Bearer " + token);
+    }
+    req.prepare_payload();
+    return handler_.handle(req);
+  }
+
+  static std::string digest_of(const std::string& s) {
+    return cachekey::to_hex(cachekey::Sha256::of(s));
+  }
+
+  storage::MemoryStore store_{64 << 20};
+  MetricsRegistry metrics_;
+  RequestHandler handler_;
+};
+
+TEST_F(HandlerTest, HealthAndUnknownRoutes) {
+  EXPECT_EQ(call(http::verb::get, "/healthz").result(), http::status::ok);
+  auto r = call(http::verb::get, "/v2/nothing");
+  EXPECT_EQ(r.result(), http::status::not_found);
+  EXPECT_NE(r.body().find("no route"), std::string::npos);
+  auto m = call(http::verb::post, "/v1/stats");
+  EXPECT_EQ(m.result(), http::status::method_not_allowed);
+  EXPECT_EQ(m[http::field::allow], "GET");
+}
+
+TEST_F(HandlerTest, CasPutChecksTheDigest) {
+  const std::string blob = "kernel bytes";
+  EXPECT_EQ(call(http::verb::put, "/v1/cas/" + std::string(64, 'a'), blob).result(),
+            http::status::bad_request);
+  EXPECT_EQ(call(http::verb::put, "/v1/cas/not-hex", blob).result(), http::status::bad_request);
+  EXPECT_EQ(call(http::verb::put, "/v1/cas/" + digest_of(blob), blob).result(),
+            http::status::created);
+  auto got = call(http::verb::get, "/v1/cas/" + digest_of(blob));
+  EXPECT_EQ(got.result(), http::status::ok);
+  EXPECT_EQ(got.body(), blob);
+  EXPECT_EQ(call(http::verb::head, "/v1/cas/" + digest_of(blob)).result(), http::status::ok);
+  EXPECT_EQ(call(http::verb::head, "/v1/cas/" + digest_of("x")).result(), http::status::not_found);
+  EXPECT_EQ(call(http::verb::delete_, "/v1/cas/" + digest_of(blob)).result(), http::status::ok);
+  EXPECT_EQ(call(http::verb::get, "/v1/cas/" + digest_of(blob)).result(), http::status::not_found);
+}
+
+TEST_F(HandlerTest, ActionRecordsMayOnlyNamePresentBlobs) {
+  const std::string blob = "cubin";
+  const json record{{"key", "k1"},
+                    {"outputs", {{{"name", "k.cubin"}, {"digest", digest_of(blob)}, {"size", 5}}}}};
+  auto conflict = call(http::verb::put, "/v1/ac/k1", record.dump());
+  EXPECT_EQ(conflict.result(), http::status::conflict);
+  EXPECT_EQ(json::parse(conflict.body())["missing"][0], digest_of(blob));
+  ASSERT_EQ(call(http::verb::put, "/v1/cas/" + digest_of(blob), blob).result(),
+            http::status::created);
+  EXPECT_EQ(call(http::verb::put, "/v1/ac/k1", record.dump()).result(), http::status::created);
+  auto got = call(http::verb::get, "/v1/ac/k1");
+  ASSERT_EQ(got.result(), http::status::ok);
+  EXPECT_EQ(json::parse(got.body())["outputs"][0]["digest"], digest_of(blob));
+  EXPECT_EQ(call(http::verb::put, "/v1/ac/other", record.dump()).result(),
+            http::status::bad_request);
+  EXPECT_EQ(call(http::verb::put, "/v1/ac/k1", "{not json").result(), http::status::bad_request);
+  EXPECT_EQ(call(http::verb::get, "/v1/ac/bad%20key").result(), http::status::bad_request);
+}
+
+TEST_F(HandlerTest, ArtifactsRoundTripInOneRequest) {
+  const std::vector<wire::Part> upload = {
+      {"record", R"({"producer":"test","metadata":{"ms":"12"}})"},
+      {"a.cubin", "AAA"},
+      {"log", "ok"}};
+  EXPECT_EQ(call(http::verb::put, "/v1/artifacts/art1", wire::encode_parts(upload)).result(),
+            http::status::created);
+  auto got = call(http::verb::get, "/v1/artifacts/art1");
+  ASSERT_EQ(got.result(), http::status::ok);
+  EXPECT_EQ(got[http::field::content_type], wire::kPartsContentType);
+  auto parts = wire::decode_parts(got.body());
+  ASSERT_TRUE(parts.has_value());
+  ASSERT_EQ(parts->size(), 3U);
+  EXPECT_EQ(json::parse((*parts)[0].data)["metadata"]["ms"], "12");
+  EXPECT_EQ((*parts)[1], (wire::Part{"a.cubin", "AAA"}));
+  EXPECT_EQ(call(http::verb::get, "/v1/artifacts/missing").result(), http::status::not_found);
+  EXPECT_EQ(call(http::verb::put, "/v1/artifacts/x", "garbage").result(),
+            http::status::bad_request);
+  EXPECT_EQ(call(http::verb::put, "/v1/artifacts/x", wire::encode_parts({{"a", "b"}})).result(),
+            http::status::bad_request); // no record part first
+  const std::vector<wire::Part> bad_manifest = {{"record", R"({"manifest":{"schema_version":1}})"}};
+  EXPECT_EQ(call(http::verb::put, "/v1/artifacts/x", wire::encode_parts(bad_manifest)).result(),
+            http::status::bad_request);
+}
+
+TEST_F(HandlerTest, BatchGetAnswersEveryKeyInOrder) {
+  ASSERT_EQ(call(http::verb::put, "/v1/artifacts/b1",
+                 wire::encode_parts({{"record", "{}"}, {"value", "one"}}))
+                .result(),
+            http::status::created);
+  auto res = call(http::verb::post, "/v1/batch/get", R"({"keys":["b1","nope","b1"]})");
+  ASSERT_EQ(res.result(), http::status::ok);
+  auto parts = wire::decode_parts(res.body());
+  ASSERT_TRUE(parts.has_value());
+  ASSERT_EQ(parts->size(), 3U);
+  EXPECT_EQ((*parts)[0].name, "b1");
+  EXPECT_FALSE((*parts)[0].data.empty());
+  EXPECT_TRUE((*parts)[1].data.empty());
+  EXPECT_EQ(call(http::verb::post, "/v1/batch/get", R"({"keys":[1]})").result(),
+            http::status::bad_request);
+  EXPECT_EQ(call(http::verb::post, "/v1/batch/get", "[]").result(), http::status::bad_request);
+  json many{{"keys", std::vector<std::string>(RequestHandler::kMaxBatchKeys + 1, "k")}};
+  EXPECT_EQ(call(http::verb::post, "/v1/batch/get", many.dump()).result(),
+            http::status::payload_too_large);
+}
+
+TEST_F(HandlerTest, EntriesListSortAndShow) {
+  for (const char* k : {"e1", "e2"}) {
+    ASSERT_EQ(call(http::verb::put, std::string("/v1/artifacts/") + k,
+                   wire::encode_parts({{"record", "{}"}, {"v", std::string(k)}}))
+                  .result(),
+              http::status::created);
+  }
+  (void)call(http::verb::get, "/v1/artifacts/e2");
+  auto listed = json::parse(call(http::verb::get, "/v1/entries?area=ac&sort=hits").body());
+  ASSERT_EQ(listed["total"], 2);
+  EXPECT_EQ(listed["entries"][0]["key"], "e2");
+  EXPECT_EQ(listed["entries"][0]["hits"], 1);
+  auto limited = json::parse(call(http::verb::get, "/v1/entries?limit=1&prefix=e").body());
+  EXPECT_EQ(limited["entries"].size(), 1U);
+  EXPECT_EQ(call(http::verb::get, "/v1/entries?sort=color").result(), http::status::bad_request);
+  EXPECT_EQ(call(http::verb::get, "/v1/entries?area=zz").result(), http::status::bad_request);
+  EXPECT_EQ(call(http::verb::get, "/v1/entries?limit=-1").result(), http::status::bad_request);
+  auto shown = call(http::verb::get, "/v1/entries/e1");
+  ASSERT_EQ(shown.result(), http::status::ok);
+  EXPECT_EQ(json::parse(shown.body())["storage"]["key"], "e1");
+}
+
+TEST_F(HandlerTest, VerifyFindsAndRepairsBrokenEntries) {
+  ASSERT_EQ(call(http::verb::put, "/v1/artifacts/v1",
+                 wire::encode_parts({{"record", "{}"}, {"f", "good"}}))
+                .result(),
+            http::status::created);
+  // A blob whose bytes no longer match its name, and a record whose blob is gone.
+  ASSERT_TRUE(store_.put(storage::Area::kCas, digest_of("good"), "evil").has_value());
+  auto report = json::parse(call(http::verb::post, "/v1/admin/verify?area=cas").body());
+  EXPECT_EQ(report["checked"], 1);
+  ASSERT_EQ(report["problems"].size(), 1U);
+  EXPECT_EQ(report["repaired"], 0);
+  report = json::parse(call(http::verb::post, "/v1/admin/verify?area=cas&repair=1").body());
+  EXPECT_EQ(report["repaired"], 1);
+  report = json::parse(call(http::verb::post, "/v1/admin/verify?area=ac&repair=1").body());
+  ASSERT_EQ(report["problems"].size(), 1U);
+  EXPECT_NE(report["problems"][0]["problem"].get<std::string>().find("missing"), std::string::npos);
+  EXPECT_EQ(call(http::verb::get, "/v1/ac/v1").result(), http::status::not_found);
+  EXPECT_EQ(call(http::verb::post, "/v1/admin/verify").result(), http::status::bad_request);
+}
+
+TEST_F(HandlerTest, GcDropsLeastRecentlyUsed) {
+  for (int i = 0; i < 5; ++i) {
+    const std::string blob(1000, static_cast<char>('a' + i));
+    ASSERT_EQ(call(http::verb::put, "/v1/cas/" + digest_of(blob), blob).result(),
+              http::status::created);
+  }
+  auto report = json::parse(call(http::verb::post, "/v1/admin/gc?max_size=2500").body());
+  EXPECT_EQ(report["before_bytes"], 5000);
+  EXPECT_LE(report["after_bytes"].get<int>(), 2500);
+  EXPECT_EQ(report["removed_entries"], 3);
+  EXPECT_EQ(call(http::verb::post, "/v1/admin/gc").result(), http::status::bad_request);
+}
+
+TEST_F(HandlerTest, MetricsCountRequestsAndStoreActivity) {
+  (void)call(http::verb::get, "/healthz");
+  (void)call(http::verb::get, "/v1/cas/" + digest_of("missing"));
+  const std::string text = call(http::verb::get, "/metrics").body();
+  EXPECT_NE(text.find(R"(kcache_http_requests_total{route="cas",method="GET",code="404"} 1)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find("kcache_http_request_duration_seconds_bucket{route=\"healthz\",le=\"+Inf\"} 1"),
+      std::string::npos);
+  EXPECT_NE(text.find("# TYPE kcache_http_request_duration_seconds histogram"), std::string::npos);
+}
+
+class AuthTest : public HandlerTest {
+protected:
+  AuthTest()
+      : HandlerTest(
+            {{"r-token", Role::kRead}, {"w-token", Role::kWrite}, {"a-token", Role::kAdmin}}) {}
+};
+
+TEST_F(AuthTest, RolesGateMethods) {
+  const std::string blob = "b";
+  const std::string target = "/v1/cas/" + digest_of(blob);
+  EXPECT_EQ(call(http::verb::get, "/healthz").result(), http::status::ok); // open
+  EXPECT_EQ(call(http::verb::get, target).result(), http::status::unauthorized);
+  EXPECT_EQ(call(http::verb::get, target, "", "wrong").result(), http::status::unauthorized);
+  EXPECT_EQ(call(http::verb::get, target, "", "r-token").result(), http::status::not_found);
+  EXPECT_EQ(call(http::verb::put, target, blob, "r-token").result(), http::status::forbidden);
+  EXPECT_EQ(call(http::verb::put, target, blob, "w-token").result(), http::status::created);
+  EXPECT_EQ(call(http::verb::delete_, target, "", "w-token").result(), http::status::forbidden);
+  EXPECT_EQ(call(http::verb::post, "/v1/admin/gc?max_size=0", "", "w-token").result(),
+            http::status::forbidden);
+  EXPECT_EQ(call(http::verb::delete_, target, "", "a-token").result(), http::status::ok);
+}
+
+} // namespace
+} // namespace kcache::service
