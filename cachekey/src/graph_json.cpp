@@ -247,8 +247,22 @@ json attr_to_json(const AttrValue& attr) {
 
 } // namespace
 
+namespace {
+tl::expected<Graph, GraphError> parse_document(const json& doc);
+} // namespace
+
 tl::expected<Graph, GraphError> parse_graph_json(std::string_view text) {
   const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  try {
+    return parse_document(doc);
+  } catch (const json::exception& e) {
+    // nlohmann reports a field of the wrong type by exception; it ends here.
+    return fail(std::string("graph: ") + e.what());
+  }
+}
+
+namespace {
+tl::expected<Graph, GraphError> parse_document(const json& doc) {
   if (doc.is_discarded()) {
     return fail("graph is not valid JSON");
   }
@@ -300,6 +314,7 @@ tl::expected<Graph, GraphError> parse_graph_json(std::string_view text) {
   }
   return graph;
 }
+} // namespace
 
 std::string graph_to_json(const Graph& graph) {
   auto ref_name = [&](const ValueRef& ref) {

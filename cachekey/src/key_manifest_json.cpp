@@ -1,3 +1,4 @@
+#include <kcache/cachekey/json_text.h>
 #include <kcache/cachekey/key_manifest.h>
 
 #include <nlohmann/json.hpp>
@@ -26,7 +27,7 @@ std::string manifest_to_json(const KeyManifest& m) {
                  {"toolchain", m.toolchain},
                  {"options", m.options},
                  {"salt", m.salt}};
-  return doc.dump();
+  return json_text(doc);
 }
 
 tl::expected<KeyManifest, KeyError> manifest_from_json(std::string_view text) {

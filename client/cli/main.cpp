@@ -4,6 +4,7 @@
 #include "table.h"
 
 #include <kcache/cachekey/explain.h>
+#include <kcache/cachekey/json_text.h>
 #include <kcache/cachekey/key_manifest.h>
 #include <kcache/cachekey/units.h>
 #include <kcache/client/client.h>
@@ -155,7 +156,7 @@ int cmd_stats(Cli& cli) {
     return rc;
   }
   if (cli.json_output) {
-    std::cout << doc.dump(2) << "\n";
+    std::cout << kcache::cachekey::json_text(doc, 2) << "\n";
     return kOk;
   }
   std::printf("uptime %.0f s; lookups: %llu hits, %llu misses, %llu tier errors\n\n",
@@ -189,7 +190,7 @@ int cmd_ls(Cli& cli) {
     return rc;
   }
   if (cli.json_output) {
-    std::cout << doc.dump(2) << "\n";
+    std::cout << kcache::cachekey::json_text(doc, 2) << "\n";
     return kOk;
   }
   Table t;
@@ -221,7 +222,7 @@ int cmd_show(Cli& cli) {
     return rc;
   }
   if (cli.json_output) {
-    std::cout << doc.dump(2) << "\n";
+    std::cout << kcache::cachekey::json_text(doc, 2) << "\n";
     return kOk;
   }
   const std::int64_t now = now_ms();
@@ -246,7 +247,8 @@ int cmd_show(Cli& cli) {
   if (!doc["metadata"].empty()) {
     std::cout << "\nmetadata\n";
     for (const auto& [k, v] : doc["metadata"].items()) {
-      std::cout << "  " << k << " = " << (v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
+      std::cout << "  " << k << " = "
+                << (v.is_string() ? v.get<std::string>() : kcache::cachekey::json_text(v)) << "\n";
     }
   }
   if (doc.contains("manifest")) {
@@ -337,7 +339,8 @@ int cmd_put(Cli& cli) {
     return fail(ok.error());
   }
   if (cli.json_output) {
-    std::cout << json{{"key", cli.args[0]}, {"files", files.size()}}.dump() << "\n";
+    std::cout << kcache::cachekey::json_text(json{{"key", cli.args[0]}, {"files", files.size()}})
+              << "\n";
   } else {
     std::printf("stored %zu file(s) as %s\n", files.size(), cli.args[0].c_str());
   }
@@ -354,7 +357,7 @@ int cmd_rm(Cli& cli) {
     return rc;
   }
   if (cli.json_output) {
-    std::cout << doc.dump() << "\n";
+    std::cout << kcache::cachekey::json_text(doc) << "\n";
   } else {
     std::printf("deleted %s\n", cli.args[0].c_str());
   }
@@ -389,7 +392,9 @@ int cmd_explain(Cli& cli) {
     for (const auto& d : e.diffs) {
       diffs.push_back({{"component", d.component}, {"a", d.a}, {"b", d.b}, {"details", d.details}});
     }
-    std::cout << json{{"key_a", e.key_a}, {"key_b", e.key_b}, {"diffs", diffs}}.dump(2) << "\n";
+    std::cout << kcache::cachekey::json_text(
+                     json{{"key_a", e.key_a}, {"key_b", e.key_b}, {"diffs", diffs}}, 2)
+              << "\n";
   } else {
     std::cout << kcache::cachekey::to_text(e);
   }
@@ -425,7 +430,8 @@ int cmd_verify(Cli& cli) {
     }
   }
   if (cli.json_output) {
-    std::cout << json{{"checked", checked}, {"repaired", repaired}, {"problems", problems}}.dump(2)
+    std::cout << kcache::cachekey::json_text(
+                     json{{"checked", checked}, {"repaired", repaired}, {"problems", problems}}, 2)
               << "\n";
   } else {
     Table t;
@@ -461,7 +467,7 @@ int cmd_gc(Cli& cli) {
     return rc;
   }
   if (cli.json_output) {
-    std::cout << doc.dump(2) << "\n";
+    std::cout << kcache::cachekey::json_text(doc, 2) << "\n";
   } else {
     std::printf("removed %llu entries (%s); %s -> %s\n", doc.value("removed_entries", 0ULL),
                 kcache::cachekey::format_size(doc.value("removed_bytes", 0ULL)).c_str(),
@@ -533,5 +539,10 @@ int main(int argc, char** argv) {
   if (it == kCommands.end()) {
     return usage_error("unknown command '" + command + "'");
   }
-  return it->second(cli);
+  try {
+    return it->second(cli);
+  } catch (const nlohmann::json::exception& e) {
+    std::fprintf(stderr, "kcache: unexpected answer from kcached: %s\n", e.what());
+    return kFailed;
+  }
 }

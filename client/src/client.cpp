@@ -1,3 +1,4 @@
+#include <kcache/cachekey/json_text.h>
 #include <kcache/cachekey/wire.h>
 #include <kcache/client/client.h>
 
@@ -159,7 +160,7 @@ Result<void> Client::put(std::string_view key, const std::vector<File>& files,
   }
   std::vector<wire::Part> parts;
   parts.reserve(files.size() + 1);
-  parts.push_back({"record", head.dump()});
+  parts.push_back({"record", cachekey::json_text(head)});
   for (const File& f : files) {
     parts.push_back({f.name, f.data});
   }

@@ -1,3 +1,4 @@
+#include <kcache/cachekey/json_text.h>
 #include <kcache/cachekey/key_manifest.h>
 #include <kcache/cachekey/sha256.h>
 #include <kcache/cachekey/wire.h>
@@ -55,7 +56,7 @@ Response make(const Request& req, http::status status, std::string body,
 }
 
 Response json_response(const Request& req, http::status status, const json& body) {
-  return make(req, status, body.dump(), wire::kJsonContentType);
+  return make(req, status, cachekey::json_text(body), wire::kJsonContentType);
 }
 
 Response error(const Request& req, http::status status, std::string message) {
@@ -422,7 +423,7 @@ Response RequestHandler::batch_get(const Request& req) {
   std::vector<wire::Part> out;
   for (const json& k : doc["keys"]) {
     if (!k.is_string() || !wire::is_valid_action_key(k.get_ref<const std::string&>())) {
-      return error(req, http::status::bad_request, "invalid key in batch: " + k.dump());
+      return error(req, http::status::bad_request, "invalid key in batch: " + cachekey::json_text(k));
     }
     const auto& key = k.get_ref<const std::string&>();
     auto found = artifacts_.get(key);

@@ -1,3 +1,4 @@
+#include <kcache/cachekey/json_text.h>
 #include <kcache/cachekey/sha256.h>
 #include <kcache/cachekey/wire.h>
 #include <kcache/storage/artifact_store.h>
@@ -22,7 +23,7 @@ std::string record_to_json(const ActionRecord& r) {
   if (r.manifest) {
     doc["manifest"] = json::parse(cachekey::manifest_to_json(*r.manifest));
   }
-  return doc.dump();
+  return cachekey::json_text(doc);
 }
 
 Result<ActionRecord> record_from_json(std::string_view text) {

@@ -66,6 +66,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadGraph{"not_json", "{nope", "not valid JSON"},
         BadGraph{"not_object", "[1,2]", "JSON object"},
         BadGraph{"format", R"({"format":"other/9"})", "unsupported graph format"},
+        // Found by parsers_fuzzer: fields of the wrong JSON type.
+        BadGraph{"format_array", R"({"format":[1]})", "graph:"},
+        BadGraph{"inputs_string", R"({"inputs":"x"})", "input"},
+        BadGraph{"shape_string",
+                 R"({"inputs":[{"name":"x","type":{"dtype":"f32","shape":"big"}}]})", "shape"},
         BadGraph{
             "cycle",
             R"({"nodes":[{"name":"a","op":"f","inputs":["b"]},{"name":"b","op":"f","inputs":["a"]}]})",

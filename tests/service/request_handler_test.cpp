@@ -49,6 +49,18 @@ TEST_F(HandlerTest, HealthAndUnknownRoutes) {
   EXPECT_EQ(m[http::field::allow], "GET");
 }
 
+// Found by http_request_fuzzer: error messages echo client bytes, which need
+// not be UTF-8; serializing them must not throw.
+TEST_F(HandlerTest, NonUtf8BytesNeverBreakAResponse) {
+  auto r = call(http::verb::get, "/v1/entr\xe9\xff");
+  EXPECT_EQ(r.result(), http::status::not_found);
+  EXPECT_NE(r.body().find("no route"), std::string::npos);
+  const std::vector<wire::Part> upload = {{"record", "{}"}, {"bin\xff\xfe.o", "x"}};
+  ASSERT_EQ(call(http::verb::put, "/v1/artifacts/bin", wire::encode_parts(upload)).result(),
+            http::status::created);
+  EXPECT_EQ(call(http::verb::get, "/v1/artifacts/bin").result(), http::status::ok);
+}
+
 TEST_F(HandlerTest, CasPutChecksTheDigest) {
   const std::string blob = "kernel bytes";
   EXPECT_EQ(call(http::verb::put, "/v1/cas/" + std::string(64, 'a'), blob).result(),

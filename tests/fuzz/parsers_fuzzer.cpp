@@ -1,0 +1,45 @@
+// libFuzzer target for every other parser of untrusted bytes: the first byte
+// picks the parser, the rest is its input. Each must return a value or an
+// error, never crash, hang or read out of bounds.
+
+#include <kcache/cachekey/graph_digest.h>
+#include <kcache/cachekey/graph_json.h>
+#include <kcache/cachekey/guards.h>
+#include <kcache/cachekey/key_manifest.h>
+#include <kcache/cachekey/wire.h>
+#include <kcache/storage/artifact_store.h>
+#include <kcache/storage/value_frame.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) {
+    return 0;
+  }
+  const std::string_view input(reinterpret_cast<const char*>(data + 1), size - 1);
+  switch (data[0] % 6) {
+  case 0:
+    (void)kcache::cachekey::wire::decode_parts(input);
+    break;
+  case 1:
+    if (auto g = kcache::cachekey::parse_graph_json(input)) {
+      (void)kcache::cachekey::digest_graph(*g);
+    }
+    break;
+  case 2:
+    (void)kcache::cachekey::manifest_from_json(input);
+    break;
+  case 3:
+    (void)kcache::storage::record_from_json(input);
+    break;
+  case 4:
+    (void)kcache::storage::decode_frame(input);
+    break;
+  default:
+    (void)kcache::cachekey::normalize_guard(input);
+    break;
+  }
+  return 0;
+}
