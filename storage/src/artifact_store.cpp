@@ -149,9 +149,12 @@ Result<std::optional<Artifact>> ArtifactStore::get(std::string_view key) {
     if (!blobs[i]->has_value()) {
       return std::optional<Artifact>{}; // incomplete: a miss, never a partial artifact
     }
-    if (cachekey::to_hex(cachekey::Sha256::of(**blobs[i])) != out.digest) {
-      spdlog::warn("CAS blob {} does not match its digest; deleted", out.digest);
-      (void)store_.remove(Area::kCas, out.digest);
+    // Content was bound to its digest when it was read from a persisted tier
+    // (FramedStore) or hashed when it was put; the size check catches a record
+    // that disagrees with its blob.
+    if ((*blobs[i])->size() != out.size) {
+      spdlog::warn("CAS blob {} has {} bytes, its record says {}", out.digest, (*blobs[i])->size(),
+                   out.size);
       return std::optional<Artifact>{};
     }
     artifact.files.push_back(ArtifactFile{out.name, std::move(**blobs[i])});

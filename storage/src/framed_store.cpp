@@ -11,7 +11,10 @@ GetResult FramedStore::verify(Area area, std::string_view key, GetResult framed)
   if (!framed || !framed->has_value()) {
     return framed;
   }
-  auto raw = decode_frame(**framed);
+  // A CAS key is the content's SHA-256: bind the two, so that a self-consistent
+  // frame stored under another blob's name (a shared tier) is refused.
+  const auto cas_digest = area == Area::kCas ? cachekey::digest_from_hex(key) : std::nullopt;
+  auto raw = decode_frame(**framed, cas_digest ? &*cas_digest : nullptr);
   if (raw) {
     return std::optional<Bytes>{std::move(*raw)};
   }

@@ -62,7 +62,7 @@ Bytes encode_frame(std::string_view value, const FrameOptions& options) {
   return frame;
 }
 
-Result<Bytes> decode_frame(std::string_view frame) {
+Result<Bytes> decode_frame(std::string_view frame, const cachekey::Digest* expected) {
   if (frame.size() < kFrameHeaderSize) {
     return corrupt("shorter than the frame header (" + std::to_string(frame.size()) + " bytes)");
   }
@@ -101,6 +101,9 @@ Result<Bytes> decode_frame(std::string_view frame) {
   const cachekey::Digest digest = cachekey::Sha256::of(raw);
   if (std::memcmp(frame.data() + 24, digest.data(), digest.size()) != 0) {
     return corrupt("SHA-256 mismatch");
+  }
+  if (expected != nullptr && *expected != digest) {
+    return corrupt("content is not the blob its key names");
   }
   return raw;
 }

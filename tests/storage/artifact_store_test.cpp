@@ -1,6 +1,7 @@
 #include "test_bytes.h"
 
 #include <kcache/storage/artifact_store.h>
+#include <kcache/storage/framed_store.h>
 #include <kcache/storage/memory_store.h>
 
 #include <gtest/gtest.h>
@@ -58,16 +59,30 @@ TEST(ArtifactStore, ClientKeysWithoutManifest) {
   EXPECT_FALSE(store.put(wrong, {}).has_value());
 }
 
-TEST(ArtifactStore, MissingOrWrongBlobIsAMissNeverAPartialArtifact) {
+TEST(ArtifactStore, MissingOrMismatchedBlobIsAMissNeverAPartialArtifact) {
   MemoryStore memory(64 << 20);
   ArtifactStore store(memory);
   auto rec = store.put(manifest("a"), {{"k.cubin", "binary"}}, "test");
   ASSERT_TRUE(rec.has_value());
   const std::string digest = rec->outputs[0].digest;
-  ASSERT_TRUE(memory.put(Area::kCas, digest, "other bytes").has_value());
+  ASSERT_TRUE(memory.put(Area::kCas, digest, "other size").has_value());
+  EXPECT_FALSE(store.get(rec->key)->has_value()) << "record and blob disagree on the size";
+  ASSERT_TRUE(memory.remove(Area::kCas, digest).has_value());
+  EXPECT_FALSE(store.get(rec->key)->has_value()) << "a missing blob is a miss";
+}
+
+// A shared tier may hold a well-formed frame whose content is not the blob its
+// CAS key names (written by someone else). The frame's digest must match the key.
+TEST(ArtifactStore, FrameUnderAnotherBlobsNameIsRefused) {
+  FramedStore framed(std::make_unique<MemoryStore>(64 << 20));
+  ArtifactStore store(framed);
+  auto rec = store.put(manifest("a"), {{"k.cubin", "genuine"}}, "test");
+  ASSERT_TRUE(rec.has_value());
+  const std::string digest = rec->outputs[0].digest;
+  ASSERT_TRUE(framed.inner().put(Area::kCas, digest, encode_frame("evil!!!")).has_value());
   EXPECT_FALSE(store.get(rec->key)->has_value());
-  EXPECT_FALSE(*memory.contains(Area::kCas, digest)) << "a blob that fails its digest is deleted";
-  EXPECT_FALSE(store.get(rec->key)->has_value()); // and now it is simply missing
+  EXPECT_EQ(framed.counters().corrupt, 1U);
+  EXPECT_FALSE(*framed.inner().contains(Area::kCas, digest)) << "deleted, like any corrupt value";
 }
 
 TEST(ArtifactStore, CorruptRecordIsAMissAndDeleted) {

@@ -3,7 +3,8 @@
 // remote execution API: the action cache maps a key to a record (the key
 // manifest, the output files' digests and sizes, who produced them, metadata);
 // the CAS maps sha256 -> blob, so identical binaries reached from different
-// keys are stored once. Every blob is checked against its digest on read.
+// keys are stored once. Blobs read from persisted tiers are bound to their
+// digest by FramedStore; `kcache verify` re-hashes everything.
 
 #include <kcache/cachekey/key_manifest.h>
 #include <kcache/storage/store.h>

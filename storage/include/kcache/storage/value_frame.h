@@ -13,6 +13,7 @@
 //
 // Any mismatch (magic, version, sizes, decompression, digest) is a decode error.
 
+#include <kcache/cachekey/sha256.h>
 #include <kcache/storage/store.h>
 
 #include <string_view>
@@ -31,6 +32,8 @@ struct FrameOptions {
 
 Bytes encode_frame(std::string_view value, const FrameOptions& options = {});
 // Returns the verified raw value, or a kCorrupt error saying what is wrong.
-Result<Bytes> decode_frame(std::string_view frame);
+// With `expected`, the value must also be the content of that digest (a CAS
+// key): checked against the frame's verified digest, so it costs no hashing.
+Result<Bytes> decode_frame(std::string_view frame, const cachekey::Digest* expected = nullptr);
 
 } // namespace kcache::storage
