@@ -83,9 +83,15 @@ ClientError transport_error(const beast::error_code& ec, std::string_view during
                      "kcached " + std::string(during) + ": " + ec.message()};
 }
 
+constexpr std::size_t kReadBufferBytes = 256 << 10;
+
 template <typename Protocol> class BeastConnection final : public Connection {
 public:
-  explicit BeastConnection(Endpoint endpoint) : endpoint_(std::move(endpoint)) {}
+  explicit BeastConnection(Endpoint endpoint) : endpoint_(std::move(endpoint)) {
+    // Beast reads into spare capacity: an empty buffer means ~512-byte reads
+    // and a timer re-armed for each (130 syscalls per 64 KiB answer, measured).
+    buffer_.reserve(kReadBufferBytes);
+  }
 
   Result<HttpResponse> round_trip(const HttpRequest& request, Deadline deadline,
                                   std::chrono::milliseconds connect_timeout) override {
@@ -205,7 +211,7 @@ private:
       stream_->socket().close(ec);
       stream_.reset();
     }
-    buffer_.clear();
+    buffer_.clear(); // keeps its capacity
   }
 
   Endpoint endpoint_;

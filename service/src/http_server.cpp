@@ -83,7 +83,9 @@ public:
   using Stream = beast::basic_stream<Protocol>;
 
   Session(typename Protocol::socket socket, std::shared_ptr<HttpServer::State> state)
-      : stream_(std::move(socket)), state_(std::move(state)) {}
+      : stream_(std::move(socket)), state_(std::move(state)) {
+    buffer_.reserve(16 << 10); // room for a request head in one read
+  }
 
   ~Session() override {
     {

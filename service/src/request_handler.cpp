@@ -95,7 +95,7 @@ bool allowed(http::verb method, Role role) {
 std::vector<wire::Part> artifact_parts(const storage::Artifact& artifact) {
   std::vector<wire::Part> parts;
   parts.reserve(artifact.files.size() + 1);
-  parts.push_back({"record", storage::record_to_json(artifact.record)});
+  parts.push_back({"record", artifact.record_json});
   for (const storage::ArtifactFile& f : artifact.files) {
     parts.push_back({f.name, f.data});
   }
@@ -116,7 +116,37 @@ json info_json(const storage::ObjectInfo& info) {
 RequestHandler::RequestHandler(storage::Store& store, std::vector<TierView> tiers,
                                MetricsRegistry& metrics, std::vector<Token> tokens)
     : store_(store), artifacts_(store), tiers_(std::move(tiers)), metrics_(metrics),
-      tokens_(std::move(tokens)) {}
+      tokens_(std::move(tokens)) {
+  for (std::size_t i = 0; i < kRoutes.size(); ++i) {
+    durations_[i] =
+        &metrics_.histogram("kcache_http_request_duration_seconds", "Time to handle a request",
+                            {{"route", std::string(kRoutes[i])}});
+  }
+}
+
+void RequestHandler::record_metrics(std::string_view route, http::verb method, unsigned status,
+                                    double seconds) {
+  const auto it = std::find(kRoutes.begin(), kRoutes.end(), route);
+  const auto index = static_cast<std::size_t>(it == kRoutes.end() ? 0 : it - kRoutes.begin());
+  durations_[index]->observe(seconds);
+  const std::uint64_t id = (static_cast<std::uint64_t>(index) << 40) |
+                           (static_cast<std::uint64_t>(method) << 20) | status;
+  {
+    std::shared_lock lock(counters_mu_);
+    if (const auto c = request_counters_.find(id); c != request_counters_.end()) {
+      c->second->inc();
+      return;
+    }
+  }
+  Counter& counter =
+      metrics_.counter("kcache_http_requests_total", "Requests by route, method and status",
+                       {{"route", std::string(kRoutes[index])},
+                        {"method", std::string(http::to_string(method))},
+                        {"code", std::to_string(status)}});
+  counter.inc();
+  std::unique_lock lock(counters_mu_);
+  request_counters_.emplace(id, &counter);
+}
 
 Response RequestHandler::handle(const Request& request) {
   const auto start = std::chrono::steady_clock::now();
@@ -136,7 +166,7 @@ Response RequestHandler::handle(const Request& request) {
     }
   }
 
-  std::string route = "unknown";
+  std::string_view route = "unknown";
   Response response;
   Role role = Role::kAdmin; // no tokens configured: open (single-user or trusted network)
   bool authorized = true;
@@ -162,23 +192,13 @@ Response RequestHandler::handle(const Request& request) {
     response = dispatch(request, path, query, role, route);
   }
 
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  metrics_
-      .histogram("kcache_http_request_duration_seconds", "Time to handle a request",
-                 {{"route", route}})
-      .observe(seconds);
-  metrics_
-      .counter("kcache_http_requests_total", "Requests by route, method and status",
-               {{"route", route},
-                {"method", std::string(request.method_string())},
-                {"code", std::to_string(response.result_int())}})
-      .inc();
+  record_metrics(route, request.method(), response.result_int(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return response;
 }
 
 Response RequestHandler::dispatch(const Request& req, std::string_view path, const Query& query,
-                                  Role role, std::string& route) {
+                                  Role role, std::string_view& route) {
   const http::verb method = req.method();
   auto only = [&](std::initializer_list<http::verb> verbs) {
     return std::find(verbs.begin(), verbs.end(), method) != verbs.end();
@@ -238,14 +258,15 @@ Response RequestHandler::dispatch(const Request& req, std::string_view path, con
     return only({http::verb::get}) ? entries(req, query) : method_not_allowed("GET");
   }
   if (path == "/v1/admin/verify" || path == "/v1/admin/gc") {
-    route = path == "/v1/admin/gc" ? "admin_gc" : "admin_verify";
+    const bool is_gc = path == "/v1/admin/gc";
+    route = is_gc ? "admin_gc" : "admin_verify";
     if (method != http::verb::post) {
       return method_not_allowed("POST");
     }
     if (role < Role::kAdmin) {
       return error(req, http::status::forbidden, "admin routes need the admin role");
     }
-    return route == "admin_gc" ? gc(req, query) : verify(req, query);
+    return is_gc ? gc(req, query) : verify(req, query);
   }
   if (auto key = tail("/v1/entries/")) {
     route = "entry";
@@ -423,7 +444,8 @@ Response RequestHandler::batch_get(const Request& req) {
   std::vector<wire::Part> out;
   for (const json& k : doc["keys"]) {
     if (!k.is_string() || !wire::is_valid_action_key(k.get_ref<const std::string&>())) {
-      return error(req, http::status::bad_request, "invalid key in batch: " + cachekey::json_text(k));
+      return error(req, http::status::bad_request,
+                   "invalid key in batch: " + cachekey::json_text(k));
     }
     const auto& key = k.get_ref<const std::string&>();
     auto found = artifacts_.get(key);

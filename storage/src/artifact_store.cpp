@@ -111,36 +111,45 @@ Result<ActionRecord> ArtifactStore::put(ActionRecord record, std::vector<Artifac
   return record;
 }
 
-Result<std::optional<ActionRecord>> ArtifactStore::get_record(std::string_view key) {
+Result<std::optional<Artifact>> ArtifactStore::load_record(std::string_view key) {
   auto raw = store_.get(Area::kAction, key);
   if (!raw) {
     return tl::unexpected(raw.error());
   }
   if (!raw->has_value()) {
-    return std::optional<ActionRecord>{};
+    return std::optional<Artifact>{};
   }
   auto record = record_from_json(**raw);
   if (!record || record->key != key) {
     spdlog::warn("action cache: unusable record for {} deleted: {}", key,
                  record ? "stored under another key" : record.error().message);
     (void)store_.remove(Area::kAction, key);
-    return std::optional<ActionRecord>{};
+    return std::optional<Artifact>{};
   }
-  return std::optional<ActionRecord>{std::move(*record)};
+  return std::optional<Artifact>{Artifact{std::move(*record), std::move(**raw), {}}};
+}
+
+Result<std::optional<ActionRecord>> ArtifactStore::get_record(std::string_view key) {
+  auto loaded = load_record(key);
+  if (!loaded || !loaded->has_value()) {
+    return loaded ? Result<std::optional<ActionRecord>>(std::optional<ActionRecord>{})
+                  : tl::unexpected(loaded.error());
+  }
+  return std::optional<ActionRecord>{std::move((*loaded)->record)};
 }
 
 Result<std::optional<Artifact>> ArtifactStore::get(std::string_view key) {
-  auto record = get_record(key);
-  if (!record || !record->has_value()) {
-    return record ? Result<std::optional<Artifact>>(std::optional<Artifact>{})
-                  : tl::unexpected(record.error());
+  auto loaded = load_record(key);
+  if (!loaded || !loaded->has_value()) {
+    return loaded;
   }
+  Artifact artifact = std::move(**loaded);
   std::vector<std::string> digests;
-  for (const OutputRef& o : (*record)->outputs) {
+  digests.reserve(artifact.record.outputs.size());
+  for (const OutputRef& o : artifact.record.outputs) {
     digests.push_back(o.digest);
   }
   std::vector<GetResult> blobs = store_.get_many(Area::kCas, digests);
-  Artifact artifact{std::move(**record), {}};
   for (std::size_t i = 0; i < blobs.size(); ++i) {
     if (!blobs[i]) {
       return tl::unexpected(blobs[i].error());

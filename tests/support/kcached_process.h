@@ -25,6 +25,7 @@ public:
   // SIGTERM; returns the exit status.
   int terminate();
   bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
 
   int port() const { return port_; }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }

@@ -27,7 +27,10 @@
 
 #include <boost/beast/http.hpp>
 
+#include <array>
 #include <chrono>
+#include <shared_mutex>
+#include <unordered_map>
 #include <vector>
 
 namespace kcache::service {
@@ -55,7 +58,7 @@ public:
 private:
   struct Query;
   Response dispatch(const Request& request, std::string_view path, const Query& query, Role role,
-                    std::string& route);
+                    std::string_view& route);
   Response action(const Request& request, std::string_view key, Role role);
   Response cas(const Request& request, std::string_view digest, Role role);
   Response artifact(const Request& request, std::string_view key, Role role);
@@ -66,8 +69,18 @@ private:
   Response verify(const Request& request, const Query& query);
   Response gc(const Request& request, const Query& query);
 
+  // Instruments are looked up once and cached: the hot path builds no label
+  // strings and takes no exclusive lock.
+  static constexpr std::array<std::string_view, 12> kRoutes = {
+      "unknown",   "healthz",   "metrics", "stats", "ac",           "cas",
+      "artifacts", "batch_get", "entries", "entry", "admin_verify", "admin_gc"};
+  void record_metrics(std::string_view route, http::verb method, unsigned status, double seconds);
+
   storage::Store& store_;
   storage::ArtifactStore artifacts_;
+  std::array<Histogram*, kRoutes.size()> durations_{};
+  std::shared_mutex counters_mu_;
+  std::unordered_map<std::uint64_t, Counter*> request_counters_;
   std::vector<TierView> tiers_;
   MetricsRegistry& metrics_;
   std::vector<Token> tokens_;

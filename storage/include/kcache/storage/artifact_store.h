@@ -41,6 +41,7 @@ struct ActionRecord {
 
 struct Artifact {
   ActionRecord record;
+  std::string record_json;         // the record as stored (served without re-serializing)
   std::vector<ArtifactFile> files; // in record.outputs order
 };
 
@@ -63,6 +64,9 @@ public:
   Result<std::optional<ActionRecord>> get_record(std::string_view key);
 
 private:
+  // The record and its stored text, without the blobs.
+  Result<std::optional<Artifact>> load_record(std::string_view key);
+
   Store& store_;
 };
 

@@ -1,0 +1,229 @@
+// hit_bench: the trainer's hit path. N client threads read artifacts of 1 KiB,
+// 64 KiB and 1 MiB from kcached (libkcache, keep-alive, one client per thread),
+// and, as the anchor in the same run, the same payloads with hiredis GET from
+// a redis-server (one connection per thread). Prints requests/s, p50 and p99,
+// and the ratios.
+//
+//   build/release/bench/hit_bench [--seconds S] [--clients 1,16] [--sizes 1KiB,64KiB,1MiB]
+
+#include "kcached_process.h"
+#include "redis_server.h"
+
+#include <kcache/cachekey/units.h>
+#include <kcache/client/client.h>
+
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <thread>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kKeys = 64;
+
+struct Measurement {
+  double rps = 0;
+  double p50_us = 0;
+  double p99_us = 0;
+  std::uint64_t failures = 0;
+};
+
+std::string payload(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string out(n, '\0');
+  for (char& c : out) {
+    c = static_cast<char>(rng() & 0xFF);
+  }
+  return out;
+}
+
+// Runs `clients` threads for `seconds`; each calls read(thread, i) and reports
+// whether it got the expected bytes.
+Measurement run(int clients, double seconds,
+                const std::function<std::function<bool(int)>(int)>& make_reader) {
+  std::vector<std::vector<double>> latencies(static_cast<std::size_t>(clients));
+  std::atomic<std::uint64_t> failures{0};
+  std::atomic<bool> go{false}, stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < clients; ++t) {
+    threads.emplace_back([&, t] {
+      auto read = make_reader(t);
+      auto& lat = latencies[static_cast<std::size_t>(t)];
+      lat.reserve(1 << 20);
+      while (!go) {
+        std::this_thread::yield();
+      }
+      for (int i = 0; !stop; ++i) {
+        const auto start = Clock::now();
+        if (!read(i)) {
+          ++failures;
+        }
+        lat.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+      }
+    });
+  }
+  const auto start = Clock::now();
+  go = true;
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (auto& th : threads) {
+    th.join();
+  }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  std::vector<double> all;
+  for (auto& l : latencies) {
+    all.insert(all.end(), l.begin(), l.end());
+  }
+  std::sort(all.begin(), all.end());
+  Measurement m;
+  if (!all.empty()) {
+    m.rps = static_cast<double>(all.size()) / elapsed;
+    m.p50_us = all[all.size() / 2];
+    m.p99_us = all[static_cast<std::size_t>(static_cast<double>(all.size() - 1) * 0.99)];
+  }
+  m.failures = failures;
+  return m;
+}
+
+// Waits until the process has used under 2% of a core for half a second.
+void wait_until_idle(pid_t pid) {
+  auto cpu_ticks = [pid] {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string field;
+    long ticks = 0;
+    for (int i = 1; i <= 15 && stat >> field; ++i) {
+      if (i == 14 || i == 15) {
+        ticks += std::atol(field.c_str());
+      }
+    }
+    return ticks;
+  };
+  const auto give_up = Clock::now() + std::chrono::seconds(60);
+  long before = cpu_ticks();
+  while (Clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const long now = cpu_ticks();
+    if (now - before <= 1) {
+      return;
+    }
+    before = now;
+  }
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) {
+    out.push_back(item);
+  }
+  return out;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  double seconds = 3;
+  std::vector<int> client_counts = {1, 16};
+  std::vector<std::size_t> sizes = {1 << 10, 64 << 10, 1 << 20};
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--seconds") {
+      seconds = std::atof(argv[i + 1]);
+    } else if (flag == "--clients") {
+      client_counts.clear();
+      for (const auto& c : split(argv[i + 1])) {
+        client_counts.push_back(std::atoi(c.c_str()));
+      }
+    } else if (flag == "--sizes") {
+      sizes.clear();
+      for (const auto& s : split(argv[i + 1])) {
+        sizes.push_back(kcache::cachekey::parse_size(s).value());
+      }
+    }
+  }
+
+  kcache::testing::RedisServer redis;
+  // As many I/O threads as cores, like a production deployment.
+  kcache::testing::KcachedProcess kcached(
+      {"--log-level", "warn", "--threads", std::to_string(std::thread::hardware_concurrency())});
+  std::printf("redis-server on port %d, kcached on port %d (%u cores here)\n", redis.port(),
+              kcached.port(), std::thread::hardware_concurrency());
+
+  auto make_client = [&] {
+    kcache::client::ClientOptions o;
+    o.url = kcached.url();
+    o.timeout = std::chrono::seconds(10);
+    return std::move(*kcache::client::Client::create(o));
+  };
+  auto loader = make_client();
+  redisContext* seed_ctx = redisConnect("127.0.0.1", redis.port());
+  // Loads one size's payloads into both servers, then waits until kcached has
+  // finished writing them out (RocksDB flushes would steal the measured cores).
+  auto load = [&](std::size_t size) {
+    for (int k = 0; k < kKeys; ++k) {
+      const std::string key = "hit-" + std::to_string(size) + "-" + std::to_string(k);
+      const std::string value = payload(size, static_cast<std::uint64_t>(k) * 7919 + size);
+      if (!loader->put(key, {{"value", value}})) {
+        std::fprintf(stderr, "loading kcached failed\n");
+        std::exit(1);
+      }
+      freeReplyObject(
+          redisCommand(seed_ctx, "SET %b %b", key.data(), key.size(), value.data(), value.size()));
+    }
+    wait_until_idle(kcached.pid());
+  };
+
+  std::printf("\n%-8s %7s  %-8s %10s %9s %9s  %-8s %10s %9s %9s  %9s %9s\n", "size", "clients",
+              "anchor", "req/s", "p50 us", "p99 us", "kcached", "req/s", "p50 us", "p99 us",
+              "req/s x", "p99 x");
+  for (std::size_t size : sizes) {
+    load(size);
+    for (int clients : client_counts) {
+      auto key_of = [size](int i) {
+        return "hit-" + std::to_string(size) + "-" + std::to_string(i % kKeys);
+      };
+      // Warm-up: every key read once through each path.
+      for (int i = 0; i < kKeys; ++i) {
+        (void)loader->get(key_of(i));
+      }
+      const Measurement redis_m = run(clients, seconds, [&](int) {
+        auto ctx =
+            std::shared_ptr<redisContext>(redisConnect("127.0.0.1", redis.port()), &redisFree);
+        return std::function<bool(int)>([ctx, key_of, size](int i) {
+          const std::string key = key_of(i);
+          auto* r =
+              static_cast<redisReply*>(redisCommand(ctx.get(), "GET %b", key.data(), key.size()));
+          const bool ok = r != nullptr && r->type == REDIS_REPLY_STRING && r->len == size;
+          freeReplyObject(r);
+          return ok;
+        });
+      });
+      const Measurement kcache_m = run(clients, seconds, [&](int) {
+        std::shared_ptr<kcache::client::Client> client = make_client();
+        return std::function<bool(int)>([client, key_of, size](int i) {
+          auto got = client->get(key_of(i));
+          return got && got->has_value() && (*got)->files.at(0).data.size() == size;
+        });
+      });
+      std::printf("%-8s %7d  %-8s %10.0f %9.1f %9.1f  %-8s %10.0f %9.1f %9.1f  %8.2fx %8.2fx%s\n",
+                  kcache::cachekey::format_size(size).c_str(), clients, "redis", redis_m.rps,
+                  redis_m.p50_us, redis_m.p99_us, "kcached", kcache_m.rps, kcache_m.p50_us,
+                  kcache_m.p99_us, kcache_m.rps / redis_m.rps, kcache_m.p99_us / redis_m.p99_us,
+                  redis_m.failures + kcache_m.failures > 0 ? "  (failures!)" : "");
+    }
+  }
+  redisFree(seed_ctx);
+  std::printf(
+      "\nreq/s x = kcached req/s / redis-server GET req/s (higher is better);\n"
+      "p99 x = kcached p99 / redis p99 (lower is better). Client and server share this host.\n");
+  return 0;
+}
