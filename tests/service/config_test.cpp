@@ -1,0 +1,63 @@
+#include <kcache/service/config.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace kcache::service {
+namespace {
+
+std::string write_temp(const std::string& text) {
+  const auto path =
+      std::filesystem::temp_directory_path() /
+      ("kcache-config-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "-" +
+       ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".toml");
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+TEST(Config, TheShippedExampleLoads) {
+  auto c = load_config_file(KCACHE_SOURCE_DIR "/deploy/kcached.toml");
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_EQ(c->listen, "0.0.0.0:7070");
+  EXPECT_EQ(c->disk_capacity, 200ULL << 30);
+  EXPECT_EQ(c->limits.max_body_bytes, 2ULL << 30);
+  EXPECT_EQ(c->limits.idle_timeout, std::chrono::seconds(120));
+  ASSERT_EQ(c->tokens.size(), 3U);
+  EXPECT_EQ(c->tokens[2].role, Role::kAdmin);
+}
+
+TEST(Config, FlagsOverrideTheFile) {
+  const std::string path = write_temp("listen = \"127.0.0.1:1\"\nmemory_capacity = 1024\n");
+  const char* argv[] = {"kcached",         "--config", path.c_str(), "--listen", "127.0.0.1:2",
+                        "--disk-capacity", "3GiB",     "--threads",  "7"};
+  auto c = parse_command_line(9, argv);
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_EQ(c->listen, "127.0.0.1:2");
+  EXPECT_EQ(c->memory_capacity, 1024U);
+  EXPECT_EQ(c->disk_capacity, 3ULL << 30);
+  EXPECT_EQ(c->threads, 7U);
+}
+
+TEST(Config, ClearErrors) {
+  EXPECT_NE(load_config_file("/nonexistent/kcached.toml").error().find("/nonexistent"),
+            std::string::npos);
+  EXPECT_NE(load_config_file(write_temp("listen = 5\n")).error().find("listen must be a string"),
+            std::string::npos);
+  EXPECT_NE(
+      load_config_file(write_temp("disk_capacity = \"lots\"\n")).error().find("disk_capacity"),
+      std::string::npos);
+  EXPECT_NE(load_config_file(write_temp("[[tokens]]\nrole = \"root\"\ntoken = \"t\"\n"))
+                .error()
+                .find("unknown role"),
+            std::string::npos);
+  EXPECT_NE(load_config_file(write_temp("listen = \n")).error().find(".toml"), std::string::npos);
+  const char* bad_flag[] = {"kcached", "--frobnicate", "1"};
+  EXPECT_NE(parse_command_line(3, bad_flag).error().find("unknown option"), std::string::npos);
+  const char* missing_value[] = {"kcached", "--listen"};
+  EXPECT_NE(parse_command_line(2, missing_value).error().find("needs a value"), std::string::npos);
+}
+
+} // namespace
+} // namespace kcache::service
