@@ -1,5 +1,6 @@
 #include "kcached_process.h"
 
+#include "process.h"
 #include "redis_server.h"
 
 #include <arpa/inet.h>
@@ -49,22 +50,7 @@ void KcachedProcess::start() {
       "--port-file", port_file,     "--unix-socket", unix_socket(), "--threads",
       "4",           "--log-level", "info"};
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
-  std::vector<char*> argv;
-  for (std::string& a : args) {
-    argv.push_back(a.data());
-  }
-  argv.push_back(nullptr);
-  const std::string log_path = (dir_.path() / "kcached.log").string();
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  const int rc = posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    throw std::runtime_error("cannot start " + binary);
-  }
+  pid_ = spawn_logged(args, (dir_.path() / "kcached.log").string());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (true) {
     std::ifstream in(port_file);
@@ -85,11 +71,7 @@ void KcachedProcess::start() {
 }
 
 void KcachedProcess::kill() {
-  if (pid_ > 0) {
-    ::kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
+  kill_and_reap(pid_);
 }
 
 int KcachedProcess::terminate() {

@@ -1,5 +1,7 @@
 #include "redis_server.h"
 
+#include "process.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
@@ -81,23 +83,8 @@ void RedisServer::spawn() {
                                    "",        "--appendonly",     "no",
                                    "--dir",   dir_.str(),         "--loglevel",
                                    "warning", "--protected-mode", "no"};
-  std::vector<char*> argv;
-  for (std::string& a : args) {
-    argv.push_back(a.data());
-  }
-  argv.push_back(nullptr);
   // The server's own start-up chatter goes to a log beside its data.
-  const std::string log = (dir_.path() / "redis.log").string();
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  const int rc = posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    throw std::runtime_error("cannot start " + binary);
-  }
+  pid_ = spawn_logged(args, (dir_.path() / "redis.log").string());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!answers_ping(port_)) {
     if (std::chrono::steady_clock::now() > deadline) {
@@ -117,12 +104,7 @@ std::string RedisServer::url(const std::string& query) const {
 }
 
 void RedisServer::kill() {
-  if (pid_ > 0) {
-    ::kill(pid_, SIGCONT);
-    ::kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
+  kill_and_reap(pid_);
 }
 
 void RedisServer::pause() {
