@@ -54,6 +54,7 @@ Measurement run(int clients, double seconds,
   std::atomic<std::uint64_t> failures{0};
   std::atomic<bool> go{false}, stop{false};
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(clients));
   for (int t = 0; t < clients; ++t) {
     threads.emplace_back([&, t] {
       auto read = make_reader(t);

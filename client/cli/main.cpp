@@ -73,7 +73,7 @@ struct Cli {
   std::multimap<std::string, std::string> options;
   std::set<std::string> flags;
 
-  std::string option(const std::string& name, std::string fallback = "") const {
+  std::string option(const std::string& name, const std::string& fallback = "") const {
     const auto it = options.find(name);
     return it == options.end() ? fallback : it->second;
   }
@@ -414,8 +414,8 @@ int cmd_verify(Cli& cli) {
   for (std::size_t i = 0; i < slices.size(); ++i) {
     json doc;
     const auto& [area, prefix] = slices[i];
-    const std::string target =
-        "/v1/admin/verify?area=" + area + "&prefix=" + prefix + "&repair=" + repair;
+    std::string target = "/v1/admin/verify?area=";
+    target.append(area).append("&prefix=").append(prefix).append("&repair=").append(repair);
     if (int rc = call_json(cli, HttpMethod::kPost, target, doc); rc != kOk) {
       return rc;
     }

@@ -63,7 +63,7 @@ struct HttpServer::State {
 
 namespace {
 
-Response plain_error(http::status status, std::string message) {
+Response plain_error(http::status status, const std::string& message) {
   Response res{status, 11};
   res.set(http::field::server, "kcached");
   res.set(http::field::content_type, "application/json");
@@ -164,9 +164,9 @@ private:
     write(std::move(response));
   }
 
-  void reject(http::status status, std::string message) {
+  void reject(http::status status, const std::string& message) {
     spdlog::info("rejected a request: {}", message);
-    write(plain_error(status, std::move(message)));
+    write(plain_error(status, message));
   }
 
   void write(Response response) {

@@ -127,25 +127,29 @@ std::string MetricsRegistry::render() const {
     c(collected);
   }
   std::string out;
+  auto line = [&out](std::string_view name, std::string_view suffix, std::string_view labels,
+                     std::string_view value) {
+    out.append(name).append(suffix).append(labels).append(" ").append(value).append("\n");
+  };
   for (const auto& [name, f] : families_) {
-    out += "# HELP " + name + " " + f.help + "\n# TYPE " + name + " " + f.type + "\n";
+    out.append("# HELP ").append(name).append(" ").append(f.help).append("\n");
+    out.append("# TYPE ").append(name).append(" ").append(f.type).append("\n");
     for (const auto& [labels, c] : f.counters) {
-      out += name + labels + " " + std::to_string(c->value()) + "\n";
+      line(name, "", labels, std::to_string(c->value()));
     }
     for (const auto& [labels, h] : f.histograms) {
       const auto cumulative = h->cumulative();
       for (std::size_t i = 0; i < h->bounds().size(); ++i) {
-        out += name + "_bucket" + with_le(labels, number(h->bounds()[i])) + " " +
-               std::to_string(cumulative[i]) + "\n";
+        line(name, "_bucket", with_le(labels, number(h->bounds()[i])),
+             std::to_string(cumulative[i]));
       }
-      out += name + "_bucket" + with_le(labels, "+Inf") + " " + std::to_string(cumulative.back()) +
-             "\n";
-      out += name + "_sum" + labels + " " + number(h->sum()) + "\n";
-      out += name + "_count" + labels + " " + std::to_string(h->count()) + "\n";
+      line(name, "_bucket", with_le(labels, "+Inf"), std::to_string(cumulative.back()));
+      line(name, "_sum", labels, number(h->sum()));
+      line(name, "_count", labels, std::to_string(h->count()));
     }
     for (const Sample& s : collected) {
       if (s.name == name) {
-        out += name + render_labels(s.labels) + " " + number(s.value) + "\n";
+        line(name, "", render_labels(s.labels), number(s.value));
       }
     }
   }

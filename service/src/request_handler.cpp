@@ -19,7 +19,7 @@ using storage::Area;
 
 struct RequestHandler::Query {
   std::map<std::string, std::string, std::less<>> params;
-  std::string get(std::string_view name, std::string fallback = "") const {
+  std::string get(std::string_view name, const std::string& fallback = "") const {
     const auto it = params.find(name);
     return it == params.end() ? fallback : it->second;
   }
@@ -203,7 +203,7 @@ Response RequestHandler::dispatch(const Request& req, std::string_view path, con
   auto only = [&](std::initializer_list<http::verb> verbs) {
     return std::find(verbs.begin(), verbs.end(), method) != verbs.end();
   };
-  auto method_not_allowed = [&](std::string allow) {
+  auto method_not_allowed = [&](const char* allow) {
     Response res = error(req, http::status::method_not_allowed,
                          std::string(req.method_string()) + " is not allowed here");
     res.set(http::field::allow, allow);

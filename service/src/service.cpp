@@ -38,6 +38,7 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
     tiers.push_back(std::move(*tier));
   }
   std::vector<TierView> views;
+  views.reserve(tiers.size());
   for (const auto& tier : tiers) {
     views.push_back({tier->name(), tier.get()});
   }

@@ -35,9 +35,8 @@ struct Touch {
 
 class AccessMergeOperator final : public rocksdb::AssociativeMergeOperator {
 public:
-  bool Merge(const rocksdb::Slice& key, const rocksdb::Slice* existing,
-             const rocksdb::Slice& value, std::string* new_value,
-             rocksdb::Logger* logger) const override;
+  bool Merge(const rocksdb::Slice& key, const rocksdb::Slice* existing, const rocksdb::Slice& value,
+             std::string* new_value, rocksdb::Logger* logger) const override;
   const char* Name() const override { return "kcache.AccessMergeOperator"; }
 };
 

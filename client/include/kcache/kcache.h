@@ -19,6 +19,8 @@
 extern "C" {
 #endif
 
+/* C names are snake_case by convention; C++ naming rules do not apply here. */
+/* NOLINTBEGIN(readability-identifier-naming) */
 #define KCACHE_ABI_VERSION 1
 #define KCACHE_API __attribute__((visibility("default")))
 
@@ -77,6 +79,8 @@ KCACHE_API kcache_status kcache_batch_get(kcache_client* client, const char* con
 KCACHE_API kcache_status kcache_stats(kcache_client* client, kcache_buffer* json);
 
 KCACHE_API void kcache_buffer_free(kcache_buffer* buffer);
+
+/* NOLINTEND(readability-identifier-naming) */
 
 #ifdef __cplusplus
 }
