@@ -1,0 +1,51 @@
+#pragma once
+// A compiler backend: compile(spec) -> binary and log, or an error with the
+// compiler's diagnostic. Backends run inside kcache-worker processes, never in
+// the daemon: a compiler crash takes down one worker, not the service.
+
+#include <kcache/compiler/compile_spec.h>
+
+#include <tl/expected.hpp>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace kcache::compiler {
+
+struct CompileResult {
+  OutputKind kind = OutputKind::kCubin;
+  std::string binary;                               // CUBIN, PTX text, or ELF object
+  std::map<std::string, std::string> lowered_names; // name expression -> symbol
+  std::string log;                                  // warnings, even on success
+  std::chrono::microseconds duration{0};
+};
+
+struct CompileError {
+  enum class Code {
+    kInvalidSpec,   // the spec asks for something this backend cannot do
+    kCompileFailed, // the compiler rejected the source: `log` says why
+    kUnavailable,   // the toolchain is not installed here
+    kInternal,      // the toolchain failed in an unexpected way
+  };
+  Code code = Code::kInternal;
+  std::string message;
+  std::string log;
+};
+
+using CompileOutcome = tl::expected<CompileResult, CompileError>;
+
+class CompilerBackend {
+public:
+  virtual ~CompilerBackend() = default;
+  virtual Backend kind() const = 0;
+  // Versions of everything that decides this backend's output.
+  virtual cachekey::ToolchainFingerprint toolchain() const = 0;
+  virtual CompileOutcome compile(const CompileSpec& spec) const = 0;
+};
+
+// The backend for spec.backend, or kUnavailable when it was not built here.
+tl::expected<std::unique_ptr<CompilerBackend>, CompileError> make_backend(Backend backend);
+
+} // namespace kcache::compiler

@@ -1,0 +1,26 @@
+#include <kcache/compiler/backend.h>
+
+#if KCACHE_HAVE_CUDA
+#include "nvjitlink_backend.h"
+#include "nvrtc_backend.h"
+#endif
+
+namespace kcache::compiler {
+
+tl::expected<std::unique_ptr<CompilerBackend>, CompileError> make_backend(Backend backend) {
+  switch (backend) {
+#if KCACHE_HAVE_CUDA
+  case Backend::kCuda:
+    return std::make_unique<NvrtcBackend>();
+  case Backend::kPtx:
+    return std::make_unique<NvJitLinkBackend>();
+#endif
+  default:
+    return tl::unexpected(CompileError{CompileError::Code::kUnavailable,
+                                       "the " + std::string(backend_name(backend)) +
+                                           " backend is not built into this kcache",
+                                       {}});
+  }
+}
+
+} // namespace kcache::compiler

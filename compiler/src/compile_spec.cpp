@@ -1,0 +1,123 @@
+#include <kcache/cachekey/canonical_writer.h>
+#include <kcache/cachekey/json_text.h>
+#include <kcache/cachekey/options.h>
+#include <kcache/compiler/compile_spec.h>
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+
+namespace kcache::compiler {
+
+using nlohmann::json;
+
+namespace {
+constexpr std::array<std::pair<Backend, std::string_view>, 4> kBackends = {
+    {{Backend::kCuda, "cuda"},
+     {Backend::kPtx, "ptx"},
+     {Backend::kLlvmIr, "llvm-ir"},
+     {Backend::kCpp, "cpp"}}};
+constexpr std::array<std::pair<OutputKind, std::string_view>, 3> kOutputs = {
+    {{OutputKind::kCubin, "cubin"}, {OutputKind::kPtx, "ptx"}, {OutputKind::kObject, "object"}}};
+} // namespace
+
+std::string_view backend_name(Backend backend) {
+  for (const auto& [b, name] : kBackends) {
+    if (b == backend) {
+      return name;
+    }
+  }
+  return "unknown";
+}
+
+tl::expected<Backend, std::string> parse_backend(std::string_view name) {
+  for (const auto& [b, n] : kBackends) {
+    if (n == name) {
+      return b;
+    }
+  }
+  return tl::unexpected("unknown backend '" + std::string(name) + "' (cuda, ptx, llvm-ir, cpp)");
+}
+
+std::string_view output_name(OutputKind kind) {
+  for (const auto& [k, name] : kOutputs) {
+    if (k == kind) {
+      return name;
+    }
+  }
+  return "unknown";
+}
+
+std::string spec_to_json(const CompileSpec& spec) {
+  auto file = [](const SourceFile& f) { return json{{"name", f.name}, {"text", f.text}}; };
+  json headers = json::array();
+  for (const SourceFile& h : spec.headers) {
+    headers.push_back(file(h));
+  }
+  return cachekey::json_text(json{{"backend", backend_name(spec.backend)},
+                                  {"source", file(spec.source)},
+                                  {"headers", std::move(headers)},
+                                  {"name_expressions", spec.name_expressions},
+                                  {"options", spec.options},
+                                  {"target", spec.target},
+                                  {"output", output_name(spec.output)}});
+}
+
+tl::expected<CompileSpec, std::string> spec_from_json(std::string_view text) {
+  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return tl::unexpected(std::string("compile spec is not a JSON object"));
+  }
+  try {
+    CompileSpec spec;
+    auto backend = parse_backend(doc.at("backend").get<std::string>());
+    if (!backend) {
+      return tl::unexpected(backend.error());
+    }
+    spec.backend = *backend;
+    spec.source = {doc.at("source").at("name").get<std::string>(),
+                   doc.at("source").at("text").get<std::string>()};
+    for (const json& h : doc.value("headers", json::array())) {
+      spec.headers.push_back({h.at("name").get<std::string>(), h.at("text").get<std::string>()});
+    }
+    spec.name_expressions = doc.value("name_expressions", std::vector<std::string>());
+    spec.options = doc.value("options", std::vector<std::string>());
+    spec.target = doc.value("target", std::string());
+    const std::string output = doc.value("output", std::string("cubin"));
+    bool known = false;
+    for (const auto& [k, name] : kOutputs) {
+      if (name == output) {
+        spec.output = k;
+        known = true;
+      }
+    }
+    if (!known) {
+      return tl::unexpected("unknown output '" + output + "' (cubin, ptx, object)");
+    }
+    return spec;
+  } catch (const json::exception& e) {
+    return tl::unexpected(std::string("compile spec: ") + e.what());
+  }
+}
+
+cachekey::Digest compile_key(const CompileSpec& spec,
+                             const cachekey::ToolchainFingerprint& toolchain) {
+  cachekey::CanonicalWriter w;
+  w.tag("kcache-compile")
+      .str(backend_name(spec.backend))
+      .str(spec.source.name)
+      .str(spec.source.text);
+  w.list(spec.headers.size());
+  for (const SourceFile& h : spec.headers) {
+    w.str(h.name).str(h.text);
+  }
+  w.list(spec.name_expressions.size());
+  for (const std::string& e : spec.name_expressions) {
+    w.str(e);
+  }
+  w.digest(cachekey::options_digest(cachekey::normalize_options(spec.options)));
+  w.str(spec.target).str(output_name(spec.output)).digest(toolchain.digest());
+  return w.sha256();
+}
+
+} // namespace kcache::compiler
