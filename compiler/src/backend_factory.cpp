@@ -1,3 +1,5 @@
+#include "llvm_backend.h"
+
 #include <kcache/compiler/backend.h>
 
 #if KCACHE_HAVE_CUDA
@@ -9,6 +11,8 @@ namespace kcache::compiler {
 
 tl::expected<std::unique_ptr<CompilerBackend>, CompileError> make_backend(Backend backend) {
   switch (backend) {
+  case Backend::kLlvmIr:
+    return std::make_unique<LlvmBackend>();
 #if KCACHE_HAVE_CUDA
   case Backend::kCuda:
     return std::make_unique<NvrtcBackend>();
