@@ -1,3 +1,4 @@
+#include "cpp_backend.h"
 #include "llvm_backend.h"
 
 #include <kcache/compiler/backend.h>
@@ -13,6 +14,8 @@ tl::expected<std::unique_ptr<CompilerBackend>, CompileError> make_backend(Backen
   switch (backend) {
   case Backend::kLlvmIr:
     return std::make_unique<LlvmBackend>();
+  case Backend::kCpp:
+    return std::make_unique<CppBackend>();
 #if KCACHE_HAVE_CUDA
   case Backend::kCuda:
     return std::make_unique<NvrtcBackend>();

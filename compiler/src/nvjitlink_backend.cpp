@@ -67,6 +67,7 @@ CompileOutcome NvJitLinkBackend::compile(const CompileSpec& spec) const {
   std::vector<std::string> options = {"-arch=" + spec.target};
   options.insert(options.end(), spec.options.begin(), spec.options.end());
   std::vector<const char*> option_ptrs;
+  option_ptrs.reserve(options.size());
   for (const std::string& o : options) {
     option_ptrs.push_back(o.c_str());
   }

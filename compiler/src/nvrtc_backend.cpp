@@ -89,6 +89,7 @@ CompileOutcome NvrtcBackend::compile(const CompileSpec& spec) const {
   std::vector<std::string> options = {"--gpu-architecture=" + arch, "-default-device"};
   options.insert(options.end(), spec.options.begin(), spec.options.end());
   std::vector<const char*> option_ptrs;
+  option_ptrs.reserve(options.size());
   for (const std::string& o : options) {
     option_ptrs.push_back(o.c_str());
   }
