@@ -1,7 +1,7 @@
 #include "cpp_backend.h"
 #include "llvm_backend.h"
 
-#include <kcache/compiler/backend.h>
+#include <kcache/compiler/backends.h>
 
 #if KCACHE_HAVE_CUDA
 #include "nvjitlink_backend.h"

@@ -1,6 +1,6 @@
 // C++ CPU kernels compiled by clang's libraries in process, then run here.
 
-#include <kcache/compiler/backend.h>
+#include <kcache/compiler/backends.h>
 #include <kcache/compiler/object_loader.h>
 
 #include <gtest/gtest.h>

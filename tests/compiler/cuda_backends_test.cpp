@@ -1,7 +1,7 @@
 // NVRTC and nvJitLink compiling real kernels. No GPU is needed to compile;
 // loading and running the CUBINs is scripts/device/'s job.
 
-#include <kcache/compiler/backend.h>
+#include <kcache/compiler/backends.h>
 #include <kcache/compiler/cubin.h>
 
 #include <gtest/gtest.h>

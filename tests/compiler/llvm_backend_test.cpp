@@ -1,6 +1,6 @@
 // LLVM IR -> native objects that are loaded and run here, and -> PTX.
 
-#include <kcache/compiler/backend.h>
+#include <kcache/compiler/backends.h>
 #include <kcache/compiler/cubin.h>
 #include <kcache/compiler/object_loader.h>
 

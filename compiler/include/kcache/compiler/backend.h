@@ -45,7 +45,4 @@ public:
   virtual CompileOutcome compile(const CompileSpec& spec) const = 0;
 };
 
-// The backend for spec.backend, or kUnavailable when it was not built here.
-tl::expected<std::unique_ptr<CompilerBackend>, CompileError> make_backend(Backend backend);
-
 } // namespace kcache::compiler

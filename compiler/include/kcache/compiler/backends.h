@@ -1,0 +1,12 @@
+#pragma once
+// The toolchain backends (library kcache::compiler_backends): linked by
+// kcache-worker and tests only, never by kcached.
+
+#include <kcache/compiler/backend.h>
+
+namespace kcache::compiler {
+
+// The backend for `backend`, or kUnavailable when it was not built here.
+tl::expected<std::unique_ptr<CompilerBackend>, CompileError> make_backend(Backend backend);
+
+} // namespace kcache::compiler

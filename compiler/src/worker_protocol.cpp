@@ -1,0 +1,95 @@
+#include <kcache/cachekey/json_text.h>
+#include <kcache/cachekey/wire.h>
+#include <kcache/compiler/worker_protocol.h>
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+
+namespace kcache::compiler {
+
+using nlohmann::json;
+namespace wire = cachekey::wire;
+
+namespace {
+constexpr std::array<std::pair<CompileError::Code, std::string_view>, 4> kCodes = {
+    {{CompileError::Code::kInvalidSpec, "invalid-spec"},
+     {CompileError::Code::kCompileFailed, "compile-failed"},
+     {CompileError::Code::kUnavailable, "unavailable"},
+     {CompileError::Code::kInternal, "internal"}}};
+} // namespace
+
+std::string_view error_code_name(CompileError::Code code) {
+  for (const auto& [c, name] : kCodes) {
+    if (c == code) {
+      return name;
+    }
+  }
+  return "internal";
+}
+
+std::string encode_worker_outcome(const CompileOutcome& outcome,
+                                  const cachekey::ToolchainFingerprint& toolchain) {
+  json head{{"ok", outcome.has_value()}, {"toolchain", toolchain.components()}};
+  std::string binary, log;
+  if (outcome) {
+    head["kind"] = output_name(outcome->kind);
+    head["lowered_names"] = outcome->lowered_names;
+    head["duration_us"] = outcome->duration.count();
+    binary = outcome->binary;
+    log = outcome->log;
+  } else {
+    head["code"] = error_code_name(outcome.error().code);
+    head["message"] = outcome.error().message;
+    log = outcome.error().log;
+  }
+  return wire::encode_parts(
+      {{"outcome", cachekey::json_text(head)}, {"binary", binary}, {"log", log}});
+}
+
+WorkerOutcome decode_worker_outcome(std::string_view bytes) {
+  auto internal = [](std::string message) {
+    return WorkerOutcome{
+        tl::unexpected(CompileError{CompileError::Code::kInternal, std::move(message), {}}), {}};
+  };
+  auto parts = wire::decode_parts(bytes);
+  if (!parts || parts->size() != 3 || (*parts)[0].name != "outcome") {
+    return internal("kcache-worker sent a malformed reply");
+  }
+  const json head = json::parse((*parts)[0].data, nullptr, /*allow_exceptions=*/false);
+  if (!head.is_object() || !head.contains("ok")) {
+    return internal("kcache-worker sent a malformed outcome");
+  }
+  WorkerOutcome out{tl::unexpected(CompileError{}), {}};
+  try {
+    out.toolchain = head.value("toolchain", std::map<std::string, std::string>());
+    if (head["ok"].get<bool>()) {
+      CompileResult r;
+      const std::string kind = head.value("kind", std::string("cubin"));
+      r.kind = kind == "ptx"      ? OutputKind::kPtx
+               : kind == "object" ? OutputKind::kObject
+                                  : OutputKind::kCubin;
+      r.lowered_names = head.value("lowered_names", std::map<std::string, std::string>());
+      r.duration = std::chrono::microseconds(head.value("duration_us", std::int64_t{0}));
+      r.binary = std::move((*parts)[1].data);
+      r.log = std::move((*parts)[2].data);
+      out.outcome = std::move(r);
+    } else {
+      CompileError e;
+      const std::string code = head.value("code", std::string("internal"));
+      for (const auto& [c, name] : kCodes) {
+        if (name == code) {
+          e.code = c;
+        }
+      }
+      e.message = head.value("message", std::string());
+      e.log = std::move((*parts)[2].data);
+      out.outcome = tl::unexpected(std::move(e));
+    }
+  } catch (const json::exception& e) {
+    return internal(std::string("kcache-worker outcome: ") + e.what());
+  }
+  return out;
+}
+
+} // namespace kcache::compiler

@@ -1,0 +1,198 @@
+#include <kcache/compiler/worker_runner.h>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+namespace kcache::compiler {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class Fd {
+public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&& other) noexcept {
+    reset(std::exchange(other.fd_, -1));
+    return *this;
+  }
+  ~Fd() { reset(); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
+    fd_ = fd;
+  }
+
+private:
+  int fd_;
+};
+
+struct Pipe {
+  Fd read, write;
+};
+
+bool make_pipe(Pipe& p) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    return false;
+  }
+  p.read.reset(fds[0]);
+  p.write.reset(fds[1]);
+  return true;
+}
+
+WorkerOutcome failure(std::string message, std::string log = {}) {
+  return WorkerOutcome{tl::unexpected(CompileError{CompileError::Code::kCompileFailed,
+                                                   std::move(message), std::move(log)}),
+                       {}};
+}
+
+std::string tail(const std::string& s, std::size_t n = 4000) {
+  return s.size() <= n ? s : "..." + s.substr(s.size() - n);
+}
+
+} // namespace
+
+WorkerOutcome WorkerRunner::run(const CompileSpec& spec) const {
+  const std::string request = spec_to_json(spec);
+  Pipe in, out, err;
+  if (!make_pipe(in) || !make_pipe(out) || !make_pipe(err)) {
+    return WorkerOutcome{tl::unexpected(CompileError{CompileError::Code::kInternal,
+                                                     std::string("pipe: ") + std::strerror(errno),
+                                                     {}}),
+                         {}};
+  }
+  // Everything the child needs is prepared before fork: after it, in a
+  // multithreaded parent, only async-signal-safe calls are allowed.
+  const rlimit cpu{static_cast<rlim_t>(limits_.cpu_time.count()),
+                   static_cast<rlim_t>(limits_.cpu_time.count() + 1)};
+  const rlimit memory{static_cast<rlim_t>(limits_.memory_bytes),
+                      static_cast<rlim_t>(limits_.memory_bytes)};
+  std::string binary = worker_binary_;
+  char* const argv[] = {binary.data(), nullptr};
+
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    return WorkerOutcome{tl::unexpected(CompileError{CompileError::Code::kInternal,
+                                                     std::string("fork: ") + std::strerror(errno),
+                                                     {}}),
+                         {}};
+  }
+  if (pid == 0) {
+    ::setrlimit(RLIMIT_CPU, &cpu);
+    if (memory.rlim_cur > 0) {
+      ::setrlimit(RLIMIT_AS, &memory);
+    }
+    ::dup2(in.read.get(), STDIN_FILENO);
+    ::dup2(out.write.get(), STDOUT_FILENO);
+    ::dup2(err.write.get(), STDERR_FILENO);
+    ::execv(argv[0], argv);
+    ::_exit(127);
+  }
+  in.read.reset();
+  out.write.reset();
+  err.write.reset();
+  ::fcntl(in.write.get(), F_SETFL, O_NONBLOCK);
+
+  // Feed the spec and drain both outputs together: either side may block.
+  std::string reply, errors;
+  std::size_t written = 0;
+  const auto deadline = Clock::now() + limits_.wall_clock;
+  bool timed_out = false;
+  while (out.read.get() >= 0 || err.read.get() >= 0) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd fds[3] = {
+        {out.read.get(), POLLIN, 0}, {err.read.get(), POLLIN, 0}, {in.write.get(), POLLOUT, 0}};
+    if (::poll(fds, 3, static_cast<int>(std::min<std::int64_t>(left.count(), 1000))) < 0 &&
+        errno != EINTR) {
+      break;
+    }
+    if (in.write.get() >= 0 && (fds[2].revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
+      const ssize_t n = ::write(in.write.get(), request.data() + written, request.size() - written);
+      if (n > 0) {
+        written += static_cast<std::size_t>(n);
+      }
+      if (n < 0 && errno != EAGAIN) {
+        in.write.reset(); // the worker is gone; its exit status will say why
+      }
+      if (written == request.size()) {
+        in.write.reset(); // EOF: the worker starts compiling
+      }
+    }
+    for (auto [fd, sink] : {std::pair{&out.read, &reply}, std::pair{&err.read, &errors}}) {
+      const pollfd& p = fd == &out.read ? fds[0] : fds[1];
+      if (fd->get() >= 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        char buffer[65536];
+        const ssize_t n = ::read(fd->get(), buffer, sizeof buffer);
+        if (n > 0) {
+          sink->append(buffer, static_cast<std::size_t>(n));
+        } else if (n == 0 || errno != EAGAIN) {
+          fd->reset();
+        }
+      }
+    }
+  }
+  if (timed_out) {
+    ::kill(pid, SIGKILL);
+  }
+  int status = 0;
+  rusage usage{};
+  while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
+  }
+  const std::uint64_t peak_rss = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
+  if (timed_out) {
+    return failure("compile exceeded the wall-clock limit of " +
+                       std::to_string(limits_.wall_clock.count()) + " ms and was killed",
+                   tail(errors));
+  }
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    // Under RLIMIT_AS an allocation fails and the compiler usually dies by a
+    // signal; a peak RSS near the limit says that is what happened.
+    const bool near_memory_limit = limits_.memory_bytes > 0 && peak_rss * 2 >= limits_.memory_bytes;
+    std::string why;
+    if (sig == SIGXCPU) {
+      why = "exceeded the CPU-time limit of " + std::to_string(limits_.cpu_time.count()) + " s";
+    } else if (near_memory_limit) {
+      why = "hit the memory limit of " + std::to_string(limits_.memory_bytes >> 20) +
+            " MiB (peak RSS " + std::to_string(peak_rss >> 20) + " MiB, then " + ::strsignal(sig) +
+            ")";
+    } else {
+      why = std::string("crashed with signal ") + ::strsignal(sig);
+    }
+    return failure("kcache-worker " + why, tail(errors));
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && reply.empty()) {
+    return WorkerOutcome{tl::unexpected(CompileError{CompileError::Code::kUnavailable,
+                                                     "cannot run " + worker_binary_, tail(errors)}),
+                         {}};
+  }
+  if (reply.empty()) {
+    // A memory limit often ends in an abort inside the allocator; say so.
+    std::string message = "kcache-worker exited with status " +
+                          std::to_string(WEXITSTATUS(status)) + " without a reply";
+    if (limits_.memory_bytes > 0) {
+      message += " (memory limit " + std::to_string(limits_.memory_bytes >> 20) + " MiB?)";
+    }
+    return failure(std::move(message), tail(errors));
+  }
+  return decode_worker_outcome(reply);
+}
+
+} // namespace kcache::compiler

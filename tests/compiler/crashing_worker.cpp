@@ -1,0 +1,15 @@
+// A stand-in worker that dies the way a compiler bug would: it reads the
+// request like kcache-worker, then takes a SIGSEGV. Tests WorkerRunner's
+// handling of crashes without needing a compiler that crashes on demand.
+
+#include <csignal>
+#include <iostream>
+#include <iterator>
+
+int main() {
+  const std::string request((std::istreambuf_iterator<char>(std::cin)),
+                            std::istreambuf_iterator<char>());
+  std::cerr << "crashing_worker: read " << request.size() << " bytes, now faulting\n";
+  std::raise(SIGSEGV);
+  return 0;
+}
