@@ -131,13 +131,8 @@ public:
         done = true;
       });
     });
-    run_until(deadline, done);
-    if (!done) {
-      ec = beast::error::timeout;
-    }
-    if (ec) {
-      close();
-      return tl::unexpected(transport_error(ec, "request"));
+    if (const auto failed = await(deadline, done, ec)) {
+      return tl::unexpected(transport_error(failed, "request"));
     }
     auto res = parser.release();
     ++completed_;
@@ -175,19 +170,25 @@ private:
                                done = true;
                              });
     }
-    run_until(deadline, done);
-    if (!done) {
-      ec = beast::error::timeout;
-    }
-    if (ec) {
-      close();
-      return tl::unexpected(transport_error(ec, "connect"));
+    if (const auto failed = await(deadline, done, ec)) {
+      return tl::unexpected(transport_error(failed, "connect"));
     }
     if constexpr (std::is_same_v<Protocol, asio::ip::tcp>) {
       stream_->socket().set_option(asio::ip::tcp::no_delay(true), ec);
     }
     completed_ = 0;
     return {};
+  }
+
+  // Waits for the operation started on our io_context; returns its error, or
+  // timeout if it did not finish by the deadline. A failed connection is closed.
+  beast::error_code await(Deadline deadline, const bool& done, const beast::error_code& ec) {
+    run_until(deadline, done);
+    const beast::error_code result = done ? ec : beast::error_code(beast::error::timeout);
+    if (result) {
+      close();
+    }
+    return result;
   }
 
   // Runs our private io_context until the operation completes; basic_stream's
