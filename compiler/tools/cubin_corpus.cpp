@@ -67,18 +67,21 @@ int main(int argc, char** argv) {
           "NVRTC");
   }
 
+  // PTX from either compiler, linked by nvJitLink into a CUBIN.
+  auto link_ptx = [&](const CompileOutcome& ptx, const std::string& name) -> CompileOutcome {
+    if (!ptx) {
+      return ptx;
+    }
+    CompileSpec link;
+    link.source = {name, ptx->binary};
+    link.target = target;
+    return compile(Backend::kPtx, link);
+  };
+
   // 2. NVRTC to PTX, linked by nvJitLink.
   cuda.output = OutputKind::kPtx;
-  const auto ptx = compile(Backend::kCuda, cuda);
-  if (ptx) {
-    CompileSpec link;
-    link.source = {"gpu_check.ptx", ptx->binary};
-    link.target = target;
-    write("nvjitlink_row_sum.cubin", compile(Backend::kPtx, link), "row_sum", "row_sum",
-          "NVRTC PTX + nvJitLink");
-  } else {
-    ++failures;
-  }
+  write("nvjitlink_row_sum.cubin", link_ptx(compile(Backend::kCuda, cuda), "gpu_check.ptx"),
+        "row_sum", "row_sum", "NVRTC PTX + nvJitLink");
 
   // 3. LLVM IR through NVPTX, linked by nvJitLink.
   CompileSpec ir;
@@ -86,15 +89,7 @@ int main(int argc, char** argv) {
   ir.name_expressions = {"scale_inplace"};
   ir.target = target;
   ir.output = OutputKind::kPtx;
-  const auto llvm_ptx = compile(Backend::kLlvmIr, ir);
-  if (llvm_ptx) {
-    CompileSpec link;
-    link.source = {"scale_inplace.ptx", llvm_ptx->binary};
-    link.target = target;
-    write("llvm_scale_inplace.cubin", compile(Backend::kPtx, link), "scale_inplace",
-          "scale_inplace", "LLVM NVPTX + nvJitLink");
-  } else {
-    ++failures;
-  }
+  write("llvm_scale_inplace.cubin", link_ptx(compile(Backend::kLlvmIr, ir), "scale_inplace.ptx"),
+        "scale_inplace", "scale_inplace", "LLVM NVPTX + nvJitLink");
   return failures == 0 ? 0 : 1;
 }

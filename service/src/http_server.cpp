@@ -1,3 +1,4 @@
+#include <kcache/cachekey/json_text.h>
 #include <kcache/service/http_server.h>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -68,11 +69,7 @@ Response plain_error(http::status status, const std::string& message) {
   res.set(http::field::server, "kcached");
   res.set(http::field::content_type, "application/json");
   res.keep_alive(false);
-  std::string escaped;
-  for (char c : message) {
-    escaped += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
-  }
-  res.body() = "{\"error\":\"" + escaped + "\"}";
+  res.body() = cachekey::json_text(nlohmann::json{{"error", message}});
   res.prepare_payload();
   return res;
 }
@@ -302,10 +299,6 @@ tl::expected<void, std::string> HttpServer::listen_unix(const std::string& path)
 std::uint16_t HttpServer::tcp_port() const {
   beast::error_code ec;
   return state_->tcp_acceptor ? state_->tcp_acceptor->local_endpoint(ec).port() : 0;
-}
-
-std::size_t HttpServer::open_connections() const {
-  return state_->connections.load();
 }
 
 void HttpServer::drain(std::function<void()> on_drained) {

@@ -22,7 +22,6 @@ namespace kcache::cachekey::wire {
 inline constexpr std::string_view kPartsContentType = "application/x-kcache-parts";
 inline constexpr std::string_view kJsonContentType = "application/json";
 inline constexpr std::string_view kBytesContentType = "application/octet-stream";
-inline constexpr std::string_view kApiPrefix = "/v1";
 
 struct Part {
   std::string name;

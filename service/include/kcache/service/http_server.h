@@ -38,7 +38,6 @@ public:
   std::uint16_t tcp_port() const;
 
   void drain(std::function<void()> on_drained);
-  std::size_t open_connections() const;
 
   struct State; // shared with sessions; defined in the .cpp
 
