@@ -1,6 +1,7 @@
 // kcache: inspect and manage a kcached from the command line.
 // `kcache --help` lists the commands; exit codes are documented there.
 
+#include "cli.h"
 #include "table.h"
 
 #include <kcache/cachekey/explain.h>
@@ -24,21 +25,8 @@
 namespace {
 
 namespace fs = std::filesystem;
-using kcache::cli::Table;
+using namespace kcache::cli;
 using kcache::client::Client;
-using kcache::client::ClientError;
-using kcache::client::ErrorCode;
-using kcache::client::HttpMethod;
-using nlohmann::json;
-
-enum Exit : int {
-  kOk = 0,
-  kNotFound = 1,
-  kUsage = 2,
-  kUnavailable = 3,
-  kFailed = 4,
-  kProblems = 5,
-};
 
 constexpr const char* kUsageText = R"(kcache: inspect and manage a kcache daemon
 
@@ -58,97 +46,22 @@ commands:
   verify [--repair]             re-hash every blob, check every record's blobs
   gc --max-size SIZE            drop least recently used entries down to SIZE (e.g. 5GiB)
 
+compile jobs:
+  jobs [--state S] [--limit N]  recent jobs, newest first (S: queued, running, succeeded,
+                                failed, cancelled), with the queue's counts
+  jobs watch [--interval-ms N]  follow unfinished and new jobs until none is left (progress)
+  job ID [--wait SECONDS]       one job: state, timings, keys, error and compiler log
+  cancel ID                     cancel a queued or running job (submit role)
+  submit SPEC.json [--key K] [--priority N] [--wait SECONDS]
+                                submit a compile spec (JSON, see compiler/compile_spec.h)
+
 The server comes from --url, else $KCACHE_URL, else http://127.0.0.1:7070
 (unix:///path for a Unix socket); the token from --token or $KCACHE_TOKEN.
 
 exit codes:
   0 success   1 not found   2 usage error   3 daemon unreachable or timed out
-  4 request refused or failed   5 verify found problems
+  4 request refused or failed (or a job failed)   5 verify found problems
 )";
-
-struct Cli {
-  std::unique_ptr<Client> client;
-  bool json_output = false;
-  std::vector<std::string> args; // positional, after the command
-  std::multimap<std::string, std::string> options;
-  std::set<std::string> flags;
-
-  std::string option(const std::string& name, const std::string& fallback = "") const {
-    const auto it = options.find(name);
-    return it == options.end() ? fallback : it->second;
-  }
-};
-
-int fail(const ClientError& e) {
-  std::fprintf(stderr, "kcache: %s\n", e.message.c_str());
-  switch (e.code) {
-  case ErrorCode::kUnavailable:
-  case ErrorCode::kTimeout:
-    return kUnavailable;
-  case ErrorCode::kInvalid:
-    return kUsage;
-  default:
-    return kFailed;
-  }
-}
-
-int usage_error(const std::string& message) {
-  std::fprintf(stderr, "kcache: %s\n(kcache --help for usage)\n", message.c_str());
-  return kUsage;
-}
-
-std::int64_t now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
-
-// GET/POST/DELETE returning JSON; 404 -> kNotFound with the daemon's message.
-int call_json(Cli& cli, HttpMethod method, const std::string& target, json& out) {
-  auto res = cli.client->request(method, target);
-  if (!res) {
-    return fail(res.error());
-  }
-  const json body = json::parse(res->body, nullptr, false);
-  if (res->status == 404) {
-    std::fprintf(stderr, "kcache: %s\n",
-                 body.is_object() ? body.value("error", "not found").c_str() : "not found");
-    return kNotFound;
-  }
-  if (res->status < 200 || res->status >= 300 || body.is_discarded()) {
-    std::fprintf(stderr, "kcache: %d: %s\n", res->status,
-                 body.is_object() ? body.value("error", res->body).c_str() : res->body.c_str());
-    return kFailed;
-  }
-  out = body;
-  return kOk;
-}
-
-std::string url_encode(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == ':') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[4];
-      std::snprintf(buf, sizeof buf, "%%%02X", c);
-      out += buf;
-    }
-  }
-  return out;
-}
-
-void progress(const char* what, std::size_t done, std::size_t total) {
-  if (isatty(STDERR_FILENO) == 0) {
-    return;
-  }
-  constexpr std::size_t kWidth = 30;
-  const std::size_t filled = total == 0 ? kWidth : done * kWidth / total;
-  std::fprintf(stderr, "\r%-12s [%s%s] %zu/%zu", what, std::string(filled, '#').c_str(),
-               std::string(kWidth - filled, '.').c_str(), done, total);
-  if (done == total) {
-    std::fprintf(stderr, "\n");
-  }
-}
 
 int cmd_stats(Cli& cli) {
   json doc;
@@ -480,9 +393,9 @@ int cmd_gc(Cli& cli) {
 } // namespace
 
 int main(int argc, char** argv) {
-  static const std::set<std::string> kValued = {"url",      "token", "timeout-ms", "area",
-                                                "prefix",   "sort",  "limit",      "o",
-                                                "producer", "meta",  "max-size"};
+  static const std::set<std::string> kValued = {
+      "url",      "token", "timeout-ms", "area",  "prefix", "sort", "limit",    "o",
+      "producer", "meta",  "max-size",   "state", "wait",   "key",  "priority", "interval-ms"};
   Cli cli;
   kcache::client::ClientOptions options;
   if (const char* url = std::getenv("KCACHE_URL"); url != nullptr && *url != '\0') {
@@ -532,9 +445,10 @@ int main(int argc, char** argv) {
   cli.client = std::move(*client);
 
   static const std::map<std::string, int (*)(Cli&)> kCommands = {
-      {"stats", cmd_stats},     {"ls", cmd_ls},         {"show", cmd_show},
-      {"get", cmd_get},         {"put", cmd_put},       {"rm", cmd_rm},
-      {"explain", cmd_explain}, {"verify", cmd_verify}, {"gc", cmd_gc}};
+      {"stats", cmd_stats},  {"ls", cmd_ls},     {"show", cmd_show},       {"get", cmd_get},
+      {"put", cmd_put},      {"rm", cmd_rm},     {"explain", cmd_explain}, {"verify", cmd_verify},
+      {"gc", cmd_gc},        {"jobs", cmd_jobs}, {"job", cmd_job},         {"cancel", cmd_cancel},
+      {"submit", cmd_submit}};
   const auto it = kCommands.find(command);
   if (it == kCommands.end()) {
     return usage_error("unknown command '" + command + "'");

@@ -3,6 +3,9 @@
 #include <kcache/client/client.h>
 #include <kcache/kcache.h>
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -102,6 +105,12 @@ const char* kcache_status_name(kcache_status status) {
     return "server-error";
   case KCACHE_ERR_PROTOCOL:
     return "protocol";
+  case KCACHE_PENDING:
+    return "pending";
+  case KCACHE_COMPILE_FAILED:
+    return "compile-failed";
+  case KCACHE_BUSY:
+    return "busy";
   }
   return "unknown";
 }
@@ -235,6 +244,100 @@ kcache_status kcache_stats(kcache_client* client, kcache_buffer* json) {
       return fail(res->status >= 500 ? KCACHE_ERR_SERVER : KCACHE_ERR_REJECTED, res->body);
     }
     return fill(json, res->body) ? KCACHE_OK : fail(KCACHE_ERR_PROTOCOL, "out of memory");
+  });
+}
+
+kcache_status kcache_submit(kcache_client* client, const char* key, const char* spec_json,
+                            int32_t priority, kcache_buffer* answer) {
+  if (client == nullptr || spec_json == nullptr || answer == nullptr) {
+    return fail(KCACHE_ERR_INVALID, "kcache_submit: NULL argument");
+  }
+  *answer = kcache_buffer{nullptr, 0};
+  return guarded([&] {
+    auto submitted = client->impl->submit(key == nullptr ? "" : key, spec_json, priority);
+    if (!submitted) {
+      return to_status(submitted.error());
+    }
+    nlohmann::json doc{{"status", submitted->status}, {"message", submitted->message}};
+    if (submitted->job) {
+      doc["job"] = nlohmann::json::parse(submitted->job->json, nullptr, false);
+    }
+    if (!fill(answer, doc.dump())) {
+      return fail(KCACHE_ERR_PROTOCOL, "out of memory");
+    }
+    return submitted->status == "busy" ? fail(KCACHE_BUSY, submitted->message) : KCACHE_OK;
+  });
+}
+
+kcache_status kcache_job_wait(kcache_client* client, const char* job_id, int32_t timeout_ms,
+                              kcache_buffer* job_json) {
+  if (client == nullptr || job_id == nullptr || job_json == nullptr) {
+    return fail(KCACHE_ERR_INVALID, "kcache_job_wait: NULL argument");
+  }
+  *job_json = kcache_buffer{nullptr, 0};
+  return guarded([&] {
+    auto job = client->impl->job(job_id, std::chrono::milliseconds(std::max(0, timeout_ms)));
+    if (!job) {
+      return to_status(job.error());
+    }
+    if (!fill(job_json, job->json)) {
+      return fail(KCACHE_ERR_PROTOCOL, "out of memory");
+    }
+    return job->finished() ? KCACHE_OK : KCACHE_PENDING;
+  });
+}
+
+kcache_status kcache_get_or_compile(kcache_client* client, const char* key, const char* spec_json,
+                                    int32_t flags, int32_t timeout_ms, kcache_buffer* binary,
+                                    kcache_buffer* info) {
+  if (client == nullptr || key == nullptr || spec_json == nullptr || binary == nullptr) {
+    return fail(KCACHE_ERR_INVALID, "kcache_get_or_compile: NULL argument");
+  }
+  *binary = kcache_buffer{nullptr, 0};
+  if (info != nullptr) {
+    *info = kcache_buffer{nullptr, 0};
+  }
+  return guarded([&] {
+    using Kind = kcache::client::CompileOutcome::Kind;
+    kcache::client::CompileRequest request;
+    request.key = key;
+    request.spec_json = spec_json;
+    request.policy = (flags & KCACHE_COMPILE_ASYNC) != 0 ? kcache::client::WaitPolicy::kAsync
+                                                         : kcache::client::WaitPolicy::kWait;
+    request.wait_timeout = std::chrono::milliseconds(timeout_ms > 0 ? timeout_ms : 300'000);
+    auto outcome = client->impl->get_or_compile(request);
+    if (!outcome) {
+      return to_status(outcome.error());
+    }
+    nlohmann::json doc{{"outcome", outcome->kind == Kind::kHit        ? "hit"
+                                   : outcome->kind == Kind::kCompiled ? "compiled"
+                                   : outcome->kind == Kind::kPending  ? "pending"
+                                                                      : "failed"}};
+    if (outcome->artifact) {
+      doc["record"] = nlohmann::json::parse(outcome->artifact->record_json, nullptr, false);
+    }
+    if (outcome->job) {
+      doc["job"] = nlohmann::json::parse(outcome->job->json, nullptr, false);
+    }
+    if (info != nullptr && !fill(info, doc.dump())) {
+      return fail(KCACHE_ERR_PROTOCOL, "out of memory");
+    }
+    switch (outcome->kind) {
+    case Kind::kHit:
+    case Kind::kCompiled:
+      if (outcome->artifact->files.empty()) {
+        return fail(KCACHE_ERR_PROTOCOL, "the artifact has no files");
+      }
+      return fill(binary, outcome->artifact->files.front().data)
+                 ? KCACHE_OK
+                 : fail(KCACHE_ERR_PROTOCOL, "out of memory");
+    case Kind::kPending:
+      return fail(KCACHE_PENDING, "the compile job has not finished");
+    case Kind::kFailed:
+      return fail(KCACHE_COMPILE_FAILED,
+                  outcome->job ? outcome->job->error_message : "the compile failed");
+    }
+    return KCACHE_ERR_PROTOCOL;
   });
 }
 

@@ -1,3 +1,5 @@
+#include "responses.h"
+
 #include <kcache/cachekey/json_text.h>
 #include <kcache/cachekey/wire.h>
 #include <kcache/client/client.h>
@@ -17,24 +19,6 @@ std::int64_t steady_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-ClientError from_status(const HttpResponse& res) {
-  std::string message = res.body;
-  const json doc = json::parse(res.body, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_object() && doc.contains("error") && doc["error"].is_string()) {
-    message = doc["error"].get<std::string>();
-  }
-  return ClientError{res.status >= 500 ? ErrorCode::kServer : ErrorCode::kRejected, res.status,
-                     "kcached answered " + std::to_string(res.status) + ": " + message};
-}
-
-Result<void> check_key(std::string_view key) {
-  if (!wire::is_valid_action_key(key)) {
-    return tl::unexpected(
-        ClientError{ErrorCode::kInvalid, 0, "invalid key (1-512 characters of [A-Za-z0-9._:+=-])"});
-  }
-  return {};
 }
 
 } // namespace
@@ -86,7 +70,12 @@ void Client::checkin(std::unique_ptr<Connection> connection) {
 }
 
 Result<HttpResponse> Client::round_trip(const HttpRequest& request) {
-  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  return round_trip(request, options_.timeout);
+}
+
+Result<HttpResponse> Client::round_trip(const HttpRequest& request,
+                                        std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   if (steady_ms() < down_until_ms_.load(std::memory_order_relaxed)) {
     return tl::unexpected(ClientError{ErrorCode::kUnavailable, 0,
                                       "kcached was unreachable moments ago; backing off"});

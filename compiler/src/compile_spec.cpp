@@ -17,8 +17,11 @@ constexpr std::array<std::pair<Backend, std::string_view>, 4> kBackends = {
      {Backend::kPtx, "ptx"},
      {Backend::kLlvmIr, "llvm-ir"},
      {Backend::kCpp, "cpp"}}};
-constexpr std::array<std::pair<OutputKind, std::string_view>, 3> kOutputs = {
-    {{OutputKind::kCubin, "cubin"}, {OutputKind::kPtx, "ptx"}, {OutputKind::kObject, "object"}}};
+constexpr std::array<std::pair<OutputKind, std::string_view>, 4> kOutputs = {
+    {{OutputKind::kCubin, "cubin"},
+     {OutputKind::kPtx, "ptx"},
+     {OutputKind::kObject, "object"},
+     {OutputKind::kSharedObject, "shared"}}};
 } // namespace
 
 std::string_view backend_name(Backend backend) {
@@ -46,6 +49,15 @@ std::string_view output_name(OutputKind kind) {
     }
   }
   return "unknown";
+}
+
+tl::expected<OutputKind, std::string> parse_output(std::string_view name) {
+  for (const auto& [k, n] : kOutputs) {
+    if (n == name) {
+      return k;
+    }
+  }
+  return tl::unexpected("unknown output '" + std::string(name) + "' (cubin, ptx, object, shared)");
 }
 
 std::string spec_to_json(const CompileSpec& spec) {
@@ -83,17 +95,11 @@ tl::expected<CompileSpec, std::string> spec_from_json(std::string_view text) {
     spec.name_expressions = doc.value("name_expressions", std::vector<std::string>());
     spec.options = doc.value("options", std::vector<std::string>());
     spec.target = doc.value("target", std::string());
-    const std::string output = doc.value("output", std::string("cubin"));
-    bool known = false;
-    for (const auto& [k, name] : kOutputs) {
-      if (name == output) {
-        spec.output = k;
-        known = true;
-      }
+    auto output = parse_output(doc.value("output", std::string("cubin")));
+    if (!output) {
+      return tl::unexpected(output.error());
     }
-    if (!known) {
-      return tl::unexpected("unknown output '" + output + "' (cubin, ptx, object)");
-    }
+    spec.output = *output;
     return spec;
   } catch (const json::exception& e) {
     return tl::unexpected(std::string("compile spec: ") + e.what());

@@ -1,6 +1,7 @@
 #include "cpp_backend.h"
 
 #include "llvm_backend.h"
+#include "shared_object_linker.h"
 
 #include <clang/Basic/Diagnostic.h>
 #include <clang/Basic/DiagnosticOptions.h>
@@ -39,15 +40,17 @@ bool is_codegen_option(const std::string& opt) {
 
 cachekey::ToolchainFingerprint CppBackend::toolchain() const {
   cachekey::ToolchainFingerprint fp;
-  fp.add("clang", CLANG_VERSION_STRING).add("kcache", std::string(cachekey::kKcacheCodegenVersion));
+  fp.add("clang", CLANG_VERSION_STRING)
+      .add("lld", lld_version())
+      .add("kcache", std::string(cachekey::kKcacheCodegenVersion));
   return fp;
 }
 
 CompileOutcome CppBackend::compile(const CompileSpec& spec) const {
   const auto start = std::chrono::steady_clock::now();
-  if (spec.output != OutputKind::kObject) {
-    return tl::unexpected(
-        CompileError{CompileError::Code::kInvalidSpec, "the cpp backend emits objects", {}});
+  if (spec.output != OutputKind::kObject && spec.output != OutputKind::kSharedObject) {
+    return tl::unexpected(CompileError{
+        CompileError::Code::kInvalidSpec, "the cpp backend emits objects or shared objects", {}});
   }
   std::string cpu = spec.target.empty() ? "x86-64" : spec.target;
   if (cpu == "native") {

@@ -1,5 +1,7 @@
 #include "llvm_backend.h"
 
+#include "shared_object_linker.h"
+
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
 #include <llvm/Config/llvm-config.h>
@@ -77,7 +79,9 @@ tl::expected<CodegenOptions, CompileError> parse_options(const std::vector<std::
 
 cachekey::ToolchainFingerprint LlvmBackend::toolchain() const {
   cachekey::ToolchainFingerprint fp;
-  fp.add("llvm", LLVM_VERSION_STRING).add("kcache", std::string(cachekey::kKcacheCodegenVersion));
+  fp.add("llvm", LLVM_VERSION_STRING)
+      .add("lld", lld_version())
+      .add("kcache", std::string(cachekey::kKcacheCodegenVersion));
   return fp;
 }
 
@@ -89,8 +93,9 @@ CompileOutcome emit_module(llvm::Module& module, const CompileSpec& spec,
     return tl::unexpected(options.error());
   }
   const bool ptx = spec.output == OutputKind::kPtx;
-  if (!ptx && spec.output != OutputKind::kObject) {
-    return tl::unexpected(invalid("llvm backend emits an object or PTX"));
+  const bool shared = spec.output == OutputKind::kSharedObject;
+  if (!ptx && !shared && spec.output != OutputKind::kObject) {
+    return tl::unexpected(invalid("this backend emits an object, a shared object or PTX"));
   }
   std::string cpu = spec.target.empty() ? "x86-64" : spec.target;
   if (ptx && !spec.target.starts_with("sm_")) {
@@ -152,6 +157,13 @@ CompileOutcome emit_module(llvm::Module& module, const CompileSpec& spec,
   CompileResult result;
   result.kind = spec.output;
   result.binary.assign(buffer.begin(), buffer.end());
+  if (shared) {
+    auto linked = link_shared_object(result.binary);
+    if (!linked) {
+      return tl::unexpected(linked.error());
+    }
+    result.binary = std::move(*linked);
+  }
   result.log = std::move(log);
   for (const std::string& name : spec.name_expressions) {
     if (module.getFunction(name) == nullptr) {

@@ -10,9 +10,35 @@
 #include <iostream>
 #include <iterator>
 #include <new>
+#include <string_view>
 
-int main() {
+namespace {
+
+// `kcache-worker --toolchains`: the fingerprint of each backend built in.
+int print_toolchains() {
   using namespace kcache::compiler;
+  Toolchains toolchains;
+  for (Backend b : {Backend::kCuda, Backend::kPtx, Backend::kLlvmIr, Backend::kCpp}) {
+    if (auto backend = make_backend(b)) {
+      toolchains.emplace(b, (*backend)->toolchain());
+    }
+  }
+  std::cout << encode_toolchains(toolchains) << "\n";
+  return std::cout.flush() ? 0 : 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  using namespace kcache::compiler;
+  if (argc == 2 && std::string_view(argv[1]) == "--toolchains") {
+    return print_toolchains();
+  }
+  if (argc != 1) {
+    std::cerr << "usage: kcache-worker [--toolchains] < spec.json > outcome\n"
+                 "  Compiles one CompileSpec read from stdin (run by kcached).\n";
+    return 2;
+  }
   const std::string input((std::istreambuf_iterator<char>(std::cin)),
                           std::istreambuf_iterator<char>());
   kcache::cachekey::ToolchainFingerprint toolchain;

@@ -12,11 +12,12 @@ using nlohmann::json;
 namespace wire = cachekey::wire;
 
 namespace {
-constexpr std::array<std::pair<CompileError::Code, std::string_view>, 4> kCodes = {
+constexpr std::array<std::pair<CompileError::Code, std::string_view>, 5> kCodes = {
     {{CompileError::Code::kInvalidSpec, "invalid-spec"},
      {CompileError::Code::kCompileFailed, "compile-failed"},
      {CompileError::Code::kUnavailable, "unavailable"},
-     {CompileError::Code::kInternal, "internal"}}};
+     {CompileError::Code::kInternal, "internal"},
+     {CompileError::Code::kCancelled, "cancelled"}}};
 } // namespace
 
 std::string_view error_code_name(CompileError::Code code) {
@@ -66,9 +67,7 @@ WorkerOutcome decode_worker_outcome(std::string_view bytes) {
     if (head["ok"].get<bool>()) {
       CompileResult r;
       const std::string kind = head.value("kind", std::string("cubin"));
-      r.kind = kind == "ptx"      ? OutputKind::kPtx
-               : kind == "object" ? OutputKind::kObject
-                                  : OutputKind::kCubin;
+      r.kind = parse_output(kind).value_or(OutputKind::kCubin);
       r.lowered_names = head.value("lowered_names", std::map<std::string, std::string>());
       r.duration = std::chrono::microseconds(head.value("duration_us", std::int64_t{0}));
       r.binary = std::move((*parts)[1].data);
@@ -88,6 +87,41 @@ WorkerOutcome decode_worker_outcome(std::string_view bytes) {
     }
   } catch (const json::exception& e) {
     return internal(std::string("kcache-worker outcome: ") + e.what());
+  }
+  return out;
+}
+
+} // namespace kcache::compiler
+
+namespace kcache::compiler {
+
+std::string encode_toolchains(const Toolchains& toolchains) {
+  json out = json::object();
+  for (const auto& [backend, fingerprint] : toolchains) {
+    out[std::string(backend_name(backend))] = fingerprint.components();
+  }
+  return cachekey::json_text(out);
+}
+
+tl::expected<Toolchains, std::string> decode_toolchains(std::string_view text) {
+  const json in = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!in.is_object()) {
+    return tl::unexpected(std::string("toolchain list is not a JSON object"));
+  }
+  Toolchains out;
+  for (const auto& [name, components] : in.items()) {
+    auto backend = parse_backend(name);
+    if (!backend || !components.is_object()) {
+      return tl::unexpected("toolchain list: bad entry '" + name + "'");
+    }
+    cachekey::ToolchainFingerprint fingerprint;
+    for (const auto& [component, version] : components.items()) {
+      if (!version.is_string()) {
+        return tl::unexpected("toolchain list: bad version of " + component);
+      }
+      fingerprint.add(component, version.get<std::string>());
+    }
+    out.emplace(*backend, std::move(fingerprint));
   }
   return out;
 }

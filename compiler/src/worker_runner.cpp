@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -64,14 +65,24 @@ std::string tail(const std::string& s, std::size_t n = 4000) {
 
 } // namespace
 
-WorkerOutcome WorkerRunner::run(const CompileSpec& spec) const {
-  const std::string request = spec_to_json(spec);
+struct WorkerRunner::Exchange {
+  bool started = false;
+  std::string start_error;
+  std::string reply, errors;
+  int status = 0;
+  std::uint64_t peak_rss = 0;
+  bool timed_out = false;
+  bool cancelled = false;
+};
+
+WorkerRunner::Exchange WorkerRunner::exchange(const std::vector<std::string>& args,
+                                              const std::string& input, std::stop_token stop,
+                                              bool limit_memory) const {
+  Exchange x;
   Pipe in, out, err;
   if (!make_pipe(in) || !make_pipe(out) || !make_pipe(err)) {
-    return WorkerOutcome{tl::unexpected(CompileError{CompileError::Code::kInternal,
-                                                     std::string("pipe: ") + std::strerror(errno),
-                                                     {}}),
-                         {}};
+    x.start_error = std::string("pipe: ") + std::strerror(errno);
+    return x;
   }
   // Everything the child needs is prepared before fork: after it, in a
   // multithreaded parent, only async-signal-safe calls are allowed.
@@ -79,63 +90,76 @@ WorkerOutcome WorkerRunner::run(const CompileSpec& spec) const {
                    static_cast<rlim_t>(limits_.cpu_time.count() + 1)};
   const rlimit memory{static_cast<rlim_t>(limits_.memory_bytes),
                       static_cast<rlim_t>(limits_.memory_bytes)};
-  std::string binary = worker_binary_;
-  char* const argv[] = {binary.data(), nullptr};
+  std::vector<std::string> storage = {worker_binary_};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : storage) {
+    argv.push_back(a.data());
+  }
+  argv.push_back(nullptr);
 
   const pid_t pid = ::fork();
   if (pid < 0) {
-    return WorkerOutcome{tl::unexpected(CompileError{CompileError::Code::kInternal,
-                                                     std::string("fork: ") + std::strerror(errno),
-                                                     {}}),
-                         {}};
+    x.start_error = std::string("fork: ") + std::strerror(errno);
+    return x;
   }
   if (pid == 0) {
+    // A worker never outlives the daemon (kill -9 included): its job is
+    // journaled and runs again after the restart.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::setrlimit(RLIMIT_CPU, &cpu);
-    if (memory.rlim_cur > 0) {
+    if (limit_memory && memory.rlim_cur > 0) {
       ::setrlimit(RLIMIT_AS, &memory);
     }
     ::dup2(in.read.get(), STDIN_FILENO);
     ::dup2(out.write.get(), STDOUT_FILENO);
     ::dup2(err.write.get(), STDERR_FILENO);
-    ::execv(argv[0], argv);
+    ::execv(argv[0], argv.data());
     ::_exit(127);
   }
+  x.started = true;
   in.read.reset();
   out.write.reset();
   err.write.reset();
   ::fcntl(in.write.get(), F_SETFL, O_NONBLOCK);
+  if (input.empty()) {
+    in.write.reset();
+  }
 
-  // Feed the spec and drain both outputs together: either side may block.
-  std::string reply, errors;
+  // Feed the input and drain both outputs together: either side may block.
   std::size_t written = 0;
   const auto deadline = Clock::now() + limits_.wall_clock;
-  bool timed_out = false;
   while (out.read.get() >= 0 || err.read.get() >= 0) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
-      timed_out = true;
+      x.timed_out = true;
+      break;
+    }
+    if (stop.stop_requested()) {
+      x.cancelled = true;
       break;
     }
     pollfd fds[3] = {
         {out.read.get(), POLLIN, 0}, {err.read.get(), POLLIN, 0}, {in.write.get(), POLLOUT, 0}};
-    if (::poll(fds, 3, static_cast<int>(std::min<std::int64_t>(left.count(), 1000))) < 0 &&
+    // Short polls: a cancel is noticed within 50 ms.
+    if (::poll(fds, 3, static_cast<int>(std::min<std::int64_t>(left.count(), 50))) < 0 &&
         errno != EINTR) {
       break;
     }
     if (in.write.get() >= 0 && (fds[2].revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
-      const ssize_t n = ::write(in.write.get(), request.data() + written, request.size() - written);
+      const ssize_t n = ::write(in.write.get(), input.data() + written, input.size() - written);
       if (n > 0) {
         written += static_cast<std::size_t>(n);
       }
       if (n < 0 && errno != EAGAIN) {
         in.write.reset(); // the worker is gone; its exit status will say why
       }
-      if (written == request.size()) {
+      if (written == input.size()) {
         in.write.reset(); // EOF: the worker starts compiling
       }
     }
-    for (auto [fd, sink] : {std::pair{&out.read, &reply}, std::pair{&err.read, &errors}}) {
+    for (auto [fd, sink] : {std::pair{&out.read, &x.reply}, std::pair{&err.read, &x.errors}}) {
       const pollfd& p = fd == &out.read ? fds[0] : fds[1];
       if (fd->get() >= 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
         char buffer[65536];
@@ -148,15 +172,30 @@ WorkerOutcome WorkerRunner::run(const CompileSpec& spec) const {
       }
     }
   }
-  if (timed_out) {
+  if (x.timed_out || x.cancelled) {
     ::kill(pid, SIGKILL);
   }
-  int status = 0;
   rusage usage{};
-  while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
+  while (::wait4(pid, &x.status, 0, &usage) < 0 && errno == EINTR) {
   }
-  const std::uint64_t peak_rss = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
-  if (timed_out) {
+  x.peak_rss = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
+  return x;
+}
+
+WorkerOutcome WorkerRunner::run(const CompileSpec& spec, std::stop_token stop) const {
+  Exchange x = exchange({}, spec_to_json(spec), std::move(stop), /*limit_memory=*/true);
+  if (!x.started) {
+    return WorkerOutcome{
+        tl::unexpected(CompileError{CompileError::Code::kInternal, x.start_error, {}}), {}};
+  }
+  const int status = x.status;
+  const std::string& errors = x.errors;
+  if (x.cancelled) {
+    return WorkerOutcome{
+        tl::unexpected(CompileError{CompileError::Code::kCancelled, "the job was cancelled", {}}),
+        {}};
+  }
+  if (x.timed_out) {
     return failure("compile exceeded the wall-clock limit of " +
                        std::to_string(limits_.wall_clock.count()) + " ms and was killed",
                    tail(errors));
@@ -165,25 +204,26 @@ WorkerOutcome WorkerRunner::run(const CompileSpec& spec) const {
     const int sig = WTERMSIG(status);
     // Under RLIMIT_AS an allocation fails and the compiler usually dies by a
     // signal; a peak RSS near the limit says that is what happened.
-    const bool near_memory_limit = limits_.memory_bytes > 0 && peak_rss * 2 >= limits_.memory_bytes;
+    const bool near_memory_limit =
+        limits_.memory_bytes > 0 && x.peak_rss * 2 >= limits_.memory_bytes;
     std::string why;
     if (sig == SIGXCPU) {
       why = "exceeded the CPU-time limit of " + std::to_string(limits_.cpu_time.count()) + " s";
     } else if (near_memory_limit) {
       why = "hit the memory limit of " + std::to_string(limits_.memory_bytes >> 20) +
-            " MiB (peak RSS " + std::to_string(peak_rss >> 20) + " MiB, then " + ::strsignal(sig) +
-            ")";
+            " MiB (peak RSS " + std::to_string(x.peak_rss >> 20) + " MiB, then " +
+            ::strsignal(sig) + ")";
     } else {
       why = std::string("crashed with signal ") + ::strsignal(sig);
     }
     return failure("kcache-worker " + why, tail(errors));
   }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && reply.empty()) {
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && x.reply.empty()) {
     return WorkerOutcome{tl::unexpected(CompileError{CompileError::Code::kUnavailable,
                                                      "cannot run " + worker_binary_, tail(errors)}),
                          {}};
   }
-  if (reply.empty()) {
+  if (x.reply.empty()) {
     // A memory limit often ends in an abort inside the allocator; say so.
     std::string message = "kcache-worker exited with status " +
                           std::to_string(WEXITSTATUS(status)) + " without a reply";
@@ -192,7 +232,20 @@ WorkerOutcome WorkerRunner::run(const CompileSpec& spec) const {
     }
     return failure(std::move(message), tail(errors));
   }
-  return decode_worker_outcome(reply);
+  return decode_worker_outcome(x.reply);
+}
+
+tl::expected<Toolchains, std::string> WorkerRunner::toolchains() const {
+  // No address-space limit: a sanitized worker reserves terabytes of shadow
+  // memory just to start, and printing versions needs no bound.
+  Exchange x = exchange({"--toolchains"}, {}, {}, /*limit_memory=*/false);
+  if (!x.started) {
+    return tl::unexpected(x.start_error);
+  }
+  if (x.timed_out || !WIFEXITED(x.status) || WEXITSTATUS(x.status) != 0) {
+    return tl::unexpected("cannot run " + worker_binary_ + " --toolchains: " + tail(x.errors, 400));
+  }
+  return decode_toolchains(x.reply);
 }
 
 } // namespace kcache::compiler

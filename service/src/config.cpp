@@ -2,8 +2,12 @@
 #include <kcache/storage/store_factory.h>
 
 #include <toml++/toml.h>
+#include <unistd.h>
 
 #include <charconv>
+#include <cstdlib>
+#include <filesystem>
+#include <type_traits>
 
 namespace kcache::service {
 namespace {
@@ -45,13 +49,16 @@ tl::expected<Role, std::string> parse_role(std::string_view name) {
   if (name == "read") {
     return Role::kRead;
   }
+  if (name == "submit") {
+    return Role::kSubmit;
+  }
   if (name == "write") {
     return Role::kWrite;
   }
   if (name == "admin") {
     return Role::kAdmin;
   }
-  return fail("unknown role '" + std::string(name) + "' (read, write, admin)");
+  return fail("unknown role '" + std::string(name) + "' (read, submit, write, admin)");
 }
 
 tl::expected<ServiceConfig, std::string> load_config_file(const std::string& path,
@@ -116,6 +123,35 @@ tl::expected<ServiceConfig, std::string> load_config_file(const std::string& pat
       c.limits.drain_timeout = std::chrono::seconds(std::max<std::int64_t>(0, *v));
     }
   }
+  if (const toml::table* jobs = doc["jobs"].as_table()) {
+    if (auto v = (*jobs)["worker_binary"].value<std::string>()) {
+      c.jobs.worker_binary = *v;
+    }
+    auto count = [&](std::string_view key, auto& out) {
+      if (auto v = (*jobs)[key].value<std::int64_t>()) {
+        out = static_cast<std::remove_reference_t<decltype(out)>>(std::max<std::int64_t>(0, *v));
+      }
+    };
+    count("workers", c.jobs.workers);
+    count("queue_capacity", c.jobs.queue_capacity);
+    count("history", c.jobs.history);
+    count("max_attempts", c.jobs.max_attempts);
+    for (auto [key, out] : {std::pair<std::string_view, std::chrono::seconds*>{
+                                "negative_ttl_s", &c.jobs.negative_ttl},
+                            {"wall_clock_s", &c.jobs.wall_clock},
+                            {"cpu_time_s", &c.jobs.cpu_time}}) {
+      if (auto v = (*jobs)[key].value<std::int64_t>()) {
+        *out = std::chrono::seconds(std::max<std::int64_t>(0, *v));
+      }
+    }
+    if (const toml::node* n = jobs->get("memory")) {
+      auto v = size_value(*n, path + ": jobs.memory");
+      if (!v) {
+        return tl::unexpected(v.error());
+      }
+      c.jobs.memory_bytes = *v;
+    }
+  }
   if (const toml::array* tokens = doc["tokens"].as_array()) {
     for (const toml::node& node : *tokens) {
       const toml::table* t = node.as_table();
@@ -150,6 +186,12 @@ usage: kcached [--config FILE] [options]
   --max-connections N    concurrent connections (default 1024)
   --log-level LEVEL      trace, debug, info, warn, error
   --port-file PATH       write the bound TCP port here once listening
+  --worker-binary PATH   the kcache-worker that compiles jobs (default: found next to kcached)
+  --workers N            concurrent compile workers (default 2; 0: no compiling)
+  --queue-capacity N     queued jobs before submissions are answered "busy" (default 1024)
+  --negative-ttl-s N     how long a failed compile is remembered (default 60)
+  --compile-timeout-s N  wall-clock limit of one compile (default 300)
+  --worker-memory SIZE   address-space limit of one worker (default 8GiB; 0: none)
 )";
 }
 
@@ -188,14 +230,32 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
     } else if (flag == "--port-file") {
       c.port_file = value;
     } else if (flag == "--disk-capacity" || flag == "--memory-capacity" ||
-               flag == "--max-body-bytes") {
+               flag == "--max-body-bytes" || flag == "--worker-memory") {
       auto size = storage::parse_size(value);
       if (!size) {
         return fail(std::string(flag) + ": " + size.error().message);
       }
       (flag == "--disk-capacity"     ? c.disk_capacity
        : flag == "--memory-capacity" ? c.memory_capacity
+       : flag == "--worker-memory"   ? c.jobs.memory_bytes
                                      : c.limits.max_body_bytes) = *size;
+    } else if (flag == "--worker-binary") {
+      c.jobs.worker_binary = value;
+    } else if (flag == "--workers" || flag == "--queue-capacity" || flag == "--negative-ttl-s" ||
+               flag == "--compile-timeout-s") {
+      auto n = parse_uint(value, flag);
+      if (!n) {
+        return tl::unexpected(n.error());
+      }
+      if (flag == "--workers") {
+        c.jobs.workers = static_cast<unsigned>(*n);
+      } else if (flag == "--queue-capacity") {
+        c.jobs.queue_capacity = static_cast<std::size_t>(*n);
+      } else if (flag == "--negative-ttl-s") {
+        c.jobs.negative_ttl = std::chrono::seconds(*n);
+      } else {
+        c.jobs.wall_clock = std::chrono::seconds(std::max<std::uint64_t>(1, *n));
+      }
     } else if (flag == "--threads" || flag == "--max-connections") {
       auto n = parse_uint(value, flag);
       if (!n) {
@@ -211,6 +271,25 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
     }
   }
   return c;
+}
+
+std::string find_worker_binary() {
+  if (const char* env = std::getenv("KCACHE_WORKER_BINARY"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) {
+    return {};
+  }
+  for (const std::filesystem::path& candidate :
+       {self.parent_path() / "kcache-worker",
+        self.parent_path().parent_path() / "compiler" / "kcache-worker"}) {
+    if (::access(candidate.c_str(), X_OK) == 0) {
+      return candidate.string();
+    }
+  }
+  return {};
 }
 
 } // namespace kcache::service

@@ -146,15 +146,25 @@ private:
       return reject(http::status::bad_request, "malformed request: " + ec.message());
     }
     Request request = parser_->release();
-    Response response;
+    const std::string what =
+        std::string(request.method_string()) + " " + std::string(request.target());
+    // The answer may come later from another thread: it is handed back to this
+    // session's strand, and the session stays alive until then.
+    Responder respond([self = this->shared_from_this()](Response response) {
+      asio::dispatch(
+          self->stream_.get_executor(),
+          [self, response = std::move(response)]() mutable { self->respond(std::move(response)); });
+    });
     try {
-      response = state_->handler(request);
+      state_->handler(std::move(request), respond);
     } catch (const std::exception& e) {
       // Handlers return errors as values; this is the last line against a bug.
-      spdlog::error("handler threw on {} {}: {}", std::string(request.method_string()),
-                    std::string(request.target()), e.what());
-      response = plain_error(http::status::internal_server_error, "internal error");
+      spdlog::error("handler threw on {}: {}", what, e.what());
+      respond(plain_error(http::status::internal_server_error, "internal error"));
     }
+  }
+
+  void respond(Response response) {
     if (state_->draining) {
       response.keep_alive(false);
     }

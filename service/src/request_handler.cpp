@@ -1,7 +1,10 @@
+#include "responses.h"
+
 #include <kcache/cachekey/json_text.h>
 #include <kcache/cachekey/key_manifest.h>
 #include <kcache/cachekey/sha256.h>
 #include <kcache/cachekey/wire.h>
+#include <kcache/service/job_manager.h>
 #include <kcache/service/request_handler.h>
 
 #include <nlohmann/json.hpp>
@@ -16,14 +19,6 @@ namespace kcache::service {
 namespace wire = cachekey::wire;
 using nlohmann::json;
 using storage::Area;
-
-struct RequestHandler::Query {
-  std::map<std::string, std::string, std::less<>> params;
-  std::string get(std::string_view name, const std::string& fallback = "") const {
-    const auto it = params.find(name);
-    return it == params.end() ? fallback : it->second;
-  }
-};
 
 namespace {
 
@@ -44,25 +39,6 @@ std::string percent_decode(std::string_view s) {
   return out;
 }
 
-Response make(const Request& req, http::status status, std::string body,
-              std::string_view content_type) {
-  Response res{status, req.version()};
-  res.set(http::field::server, "kcached");
-  res.set(http::field::content_type, content_type);
-  res.keep_alive(req.keep_alive());
-  res.body() = std::move(body);
-  res.prepare_payload();
-  return res;
-}
-
-Response json_response(const Request& req, http::status status, const json& body) {
-  return make(req, status, cachekey::json_text(body), wire::kJsonContentType);
-}
-
-Response error(const Request& req, http::status status, std::string message) {
-  return json_response(req, status, json{{"error", std::move(message)}});
-}
-
 Response store_error(const Request& req, const storage::StoreError& e) {
   // The store could not answer: a server-side condition, never the client's fault.
   return error(req, http::status::service_unavailable,
@@ -77,18 +53,17 @@ Response head_response(const Request& req, bool found) {
   return res;
 }
 
-bool allowed(http::verb method, Role role) {
+Role required_role(http::verb method, std::string_view path) {
+  const bool jobs = path == "/v1/jobs" || path.starts_with("/v1/jobs/");
   switch (method) {
-  case http::verb::get:
-  case http::verb::head:
-    return true;
   case http::verb::put:
+    return Role::kWrite;
   case http::verb::post:
-    return role >= Role::kWrite;
+    return jobs ? Role::kSubmit : Role::kWrite;
   case http::verb::delete_:
-    return role >= Role::kAdmin;
+    return jobs ? Role::kSubmit : Role::kAdmin;
   default:
-    return false;
+    return Role::kRead; // GET, HEAD; anything else gets 405 from its route
   }
 }
 
@@ -114,9 +89,10 @@ json info_json(const storage::ObjectInfo& info) {
 } // namespace
 
 RequestHandler::RequestHandler(storage::Store& store, std::vector<TierView> tiers,
-                               MetricsRegistry& metrics, std::vector<Token> tokens)
+                               MetricsRegistry& metrics, std::vector<Token> tokens,
+                               JobManager* jobs)
     : store_(store), artifacts_(store), tiers_(std::move(tiers)), metrics_(metrics),
-      tokens_(std::move(tokens)) {
+      tokens_(std::move(tokens)), jobs_(jobs) {
   for (std::size_t i = 0; i < kRoutes.size(); ++i) {
     durations_[i] =
         &metrics_.histogram("kcache_http_request_duration_seconds", "Time to handle a request",
@@ -148,29 +124,32 @@ void RequestHandler::record_metrics(std::string_view route, http::verb method, u
   request_counters_.emplace(id, &counter);
 }
 
-Response RequestHandler::handle(const Request& request) {
-  const auto start = std::chrono::steady_clock::now();
+struct RequestHandler::Prepared {
+  std::string_view path;
+  Query query;
+  Role role = Role::kAdmin;
+  std::optional<Response> rejected; // set when the request may not go on
+};
+
+RequestHandler::Prepared RequestHandler::prepare(const Request& request) const {
+  Prepared p;
   const std::string_view target(request.target().data(), request.target().size());
   const auto qmark = target.find('?');
-  const std::string_view path = target.substr(0, qmark);
-  Query query;
+  p.path = target.substr(0, qmark);
   if (qmark != std::string_view::npos) {
     std::string_view rest = target.substr(qmark + 1);
     while (!rest.empty()) {
       const auto amp = rest.find('&');
       const std::string_view pair = rest.substr(0, amp);
       const auto eq = pair.find('=');
-      query.params[percent_decode(pair.substr(0, eq))] =
+      p.query.params[percent_decode(pair.substr(0, eq))] =
           eq == std::string_view::npos ? "" : percent_decode(pair.substr(eq + 1));
       rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
     }
   }
-
-  std::string_view route = "unknown";
-  Response response;
-  Role role = Role::kAdmin; // no tokens configured: open (single-user or trusted network)
+  // No tokens configured: open (single-user or trusted network).
   bool authorized = true;
-  if (!tokens_.empty() && path != "/healthz") {
+  if (!tokens_.empty() && p.path != "/healthz") {
     const auto auth = request[http::field::authorization];
     const std::string_view bearer = "Bearer ";
     const auto it = std::find_if(tokens_.begin(), tokens_.end(), [&](const Token& t) {
@@ -178,23 +157,62 @@ Response RequestHandler::handle(const Request& request) {
              auth.substr(bearer.size()) == t.token;
     });
     authorized = it != tokens_.end();
-    role = authorized ? it->role : Role::kRead;
+    p.role = authorized ? it->role : Role::kRead;
   }
   if (!authorized) {
-    response = error(request, http::status::unauthorized, "missing or unknown bearer token");
-    response.set(http::field::www_authenticate, "Bearer");
-  } else if (!allowed(request.method(), role) &&
-             (request.method() == http::verb::put || request.method() == http::verb::post ||
-              request.method() == http::verb::delete_)) {
-    response = error(request, http::status::forbidden,
-                     "this token's role may not " + std::string(request.method_string()));
-  } else {
-    response = dispatch(request, path, query, role, route);
+    p.rejected = error(request, http::status::unauthorized, "missing or unknown bearer token");
+    p.rejected->set(http::field::www_authenticate, "Bearer");
+  } else if (p.role < required_role(request.method(), p.path)) {
+    p.rejected = error(request, http::status::forbidden,
+                       "this token's role may not " + std::string(request.method_string()) + " " +
+                           std::string(p.path));
   }
+  return p;
+}
 
+Response RequestHandler::respond_now(const Request& request, const Prepared& prepared) {
+  const auto start = std::chrono::steady_clock::now();
+  std::string_view route = "unknown";
+  Response response = prepared.rejected
+                          ? *prepared.rejected
+                          : dispatch(request, prepared.path, prepared.query, prepared.role, route);
   record_metrics(route, request.method(), response.result_int(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return response;
+}
+
+Response RequestHandler::handle(const Request& request) {
+  return respond_now(request, prepare(request));
+}
+
+void RequestHandler::handle_async(const Request& request, Responder respond) {
+  Prepared prepared = prepare(request);
+  std::int64_t wait_ms = 0;
+  if (!prepared.rejected && jobs_ != nullptr && request.method() == http::verb::get &&
+      prepared.path.starts_with("/v1/jobs/")) {
+    const std::string wait = prepared.query.get("wait_ms", "0");
+    std::from_chars(wait.data(), wait.data() + wait.size(), wait_ms);
+  }
+  if (wait_ms <= 0) {
+    respond(respond_now(request, prepared));
+    return;
+  }
+  // A long-poll: the answer comes from the job manager, on its thread.
+  const auto start = std::chrono::steady_clock::now();
+  const std::string id(prepared.path.substr(std::string_view("/v1/jobs/").size()));
+  const auto deadline = start + std::chrono::milliseconds(std::min(wait_ms, kMaxWaitMs));
+  jobs_->wait(
+      id, deadline,
+      [this, respond, id, start, version = request.version(),
+       keep_alive = request.keep_alive()](std::optional<Job> job) {
+        Request shape{http::verb::get, "/", version};
+        shape.keep_alive(keep_alive);
+        Response response = job_response(shape, job, id);
+        record_metrics(
+            "job", http::verb::get, response.result_int(),
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        respond(std::move(response));
+      });
 }
 
 Response RequestHandler::dispatch(const Request& req, std::string_view path, const Query& query,
@@ -267,6 +285,10 @@ Response RequestHandler::dispatch(const Request& req, std::string_view path, con
       return error(req, http::status::forbidden, "admin routes need the admin role");
     }
     return is_gc ? gc(req, query) : verify(req, query);
+  }
+  if (path == "/v1/jobs" || path.starts_with("/v1/jobs/")) {
+    route = path == "/v1/jobs" ? "jobs" : "job";
+    return jobs(req, path, query);
   }
   if (auto key = tail("/v1/entries/")) {
     route = "entry";

@@ -70,11 +70,37 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
     out.push_back({"kcache_backfills_total", {}, static_cast<double>(store->counters().backfills)});
   });
 
-  service->handler_ =
-      std::make_unique<RequestHandler>(*service->store_, views, metrics, config.tokens);
+  if (config.jobs.workers > 0) {
+    JobsConfig jobs = config.jobs;
+    if (jobs.worker_binary.empty()) {
+      jobs.worker_binary = find_worker_binary();
+    }
+    if (jobs.worker_binary.empty()) {
+      spdlog::warn("no kcache-worker found (give --worker-binary): this kcached compiles nothing");
+    } else {
+      auto manager =
+          JobManager::create(jobs, (std::filesystem::path(config.data_dir) / "jobs").string(),
+                             *service->store_, metrics);
+      if (!manager) {
+        return tl::unexpected(manager.error());
+      }
+      service->jobs_ = std::move(*manager);
+      std::string backends;
+      for (const auto& [backend, toolchain] : service->jobs_->toolchains()) {
+        backends += (backends.empty() ? "" : ", ") + std::string(compiler::backend_name(backend));
+      }
+      spdlog::info("compile service: {} workers running {} ({})", jobs.workers, jobs.worker_binary,
+                   backends);
+    }
+  }
+
+  service->handler_ = std::make_unique<RequestHandler>(*service->store_, views, metrics,
+                                                       config.tokens, service->jobs_.get());
   service->server_ = std::make_unique<HttpServer>(
       service->io_,
-      [handler = service->handler_.get()](const Request& r) { return handler->handle(r); },
+      [handler = service->handler_.get()](Request&& r, Responder respond) {
+        handler->handle_async(r, std::move(respond));
+      },
       config.limits);
   if (config.listen.empty() && config.unix_socket.empty()) {
     return tl::unexpected(std::string("nothing to listen on: give --listen or --unix-socket"));
@@ -96,6 +122,11 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
 }
 
 void Service::stop() {
+  if (jobs_) {
+    // Long-polls get their answer now, so the drain does not wait them out;
+    // running compiles stay journaled and resume after a restart.
+    jobs_->shutdown();
+  }
   server_->drain([this] { io_.stop(); });
 }
 

@@ -29,6 +29,12 @@ std::string built_binary(const std::string& name) {
   if (name == "kcached") {
     return dir + "/service/kcached";
   }
+  if (name == "kcache-worker") {
+    return dir + "/compiler/kcache-worker";
+  }
+  if (name == "crashing_worker") {
+    return dir + "/tests/compiler/crashing_worker";
+  }
   return dir + "/client/" + name;
 }
 

@@ -40,7 +40,8 @@ private:
   pid_t pid_ = -1;
 };
 
-// The path of a binary built next to the tests (kcached, kcache).
+// The path of a binary built next to the tests (kcached, kcache, kcache-worker,
+// crashing_worker).
 std::string built_binary(const std::string& name);
 
 // Sends raw bytes on a fresh TCP connection and returns whatever comes back

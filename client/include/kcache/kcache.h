@@ -21,7 +21,7 @@ extern "C" {
 
 /* C names are snake_case by convention; C++ naming rules do not apply here. */
 /* NOLINTBEGIN(readability-identifier-naming) */
-#define KCACHE_ABI_VERSION 1
+#define KCACHE_ABI_VERSION 2
 #define KCACHE_API __attribute__((visibility("default")))
 
 typedef enum kcache_status {
@@ -32,7 +32,11 @@ typedef enum kcache_status {
   KCACHE_ERR_TIMEOUT = 4,     /* deadline passed */
   KCACHE_ERR_REJECTED = 5,    /* the daemon refused the request (4xx) */
   KCACHE_ERR_SERVER = 6,      /* the daemon failed (5xx) */
-  KCACHE_ERR_PROTOCOL = 7     /* an answer that does not parse */
+  KCACHE_ERR_PROTOCOL = 7,    /* an answer that does not parse */
+  /* ABI 2: compile jobs */
+  KCACHE_PENDING = 8,        /* a compile job is queued or running; ask again later */
+  KCACHE_COMPILE_FAILED = 9, /* the compile failed (now or recently): see the info JSON */
+  KCACHE_BUSY = 10           /* the compile queue is full; retry later */
 } kcache_status;
 
 typedef struct kcache_client kcache_client;
@@ -77,6 +81,35 @@ KCACHE_API kcache_status kcache_batch_get(kcache_client* client, const char* con
 
 /* GET /v1/stats as JSON. */
 KCACHE_API kcache_status kcache_stats(kcache_client* client, kcache_buffer* json);
+
+/* ABI 2: compile jobs. spec_json is a compile spec (see compiler/compile_spec.h:
+ * {"backend": "cuda", "source": {"name", "text"}, "name_expressions": [...],
+ *  "options": [...], "target": "sm_90a", "output": "cubin"}). */
+
+/* Submits a compile whose result is published under key (may be NULL: the
+ * compile key only). answer: the daemon's JSON ({"status", "job", ...}).
+ * KCACHE_OK when queued, joined, already cached or recently failed (see
+ * "status"); KCACHE_BUSY when the queue is full. */
+KCACHE_API kcache_status kcache_submit(kcache_client* client, const char* key,
+                                       const char* spec_json, int32_t priority,
+                                       kcache_buffer* answer);
+/* Waits up to timeout_ms for a job to finish. job_json: the job. KCACHE_OK
+ * once finished (any outcome: see "state"), KCACHE_PENDING if still running. */
+KCACHE_API kcache_status kcache_job_wait(kcache_client* client, const char* job_id,
+                                         int32_t timeout_ms, kcache_buffer* job_json);
+
+#define KCACHE_COMPILE_ASYNC 1 /* submit and return KCACHE_PENDING at once on a miss */
+
+/* A hit, or a compile through the service. KCACHE_OK: binary holds the
+ * artifact's first file (the CUBIN, PTX, object or shared object) and info
+ * {"outcome": "hit"|"compiled", "record": {...}, "job": {...}}. Otherwise
+ * KCACHE_PENDING (async, or timeout_ms passed), KCACHE_COMPILE_FAILED (info
+ * has the job with its error and log), KCACHE_BUSY, or an error: a miss for a
+ * trainer that falls back. timeout_ms <= 0: 300000. info may be NULL. */
+KCACHE_API kcache_status kcache_get_or_compile(kcache_client* client, const char* key,
+                                               const char* spec_json, int32_t flags,
+                                               int32_t timeout_ms, kcache_buffer* binary,
+                                               kcache_buffer* info);
 
 KCACHE_API void kcache_buffer_free(kcache_buffer* buffer);
 

@@ -22,7 +22,9 @@ import threading
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-__all__ = ["Client", "KcacheError", "load_library", "Status"]
+__all__ = ["Client", "Compiled", "KcacheError", "load_library", "Status"]
+
+ABI_VERSION = 2
 
 
 class Status:
@@ -34,6 +36,9 @@ class Status:
     ERR_REJECTED = 5
     ERR_SERVER = 6
     ERR_PROTOCOL = 7
+    PENDING = 8
+    COMPILE_FAILED = 9
+    BUSY = 10
 
 
 class KcacheError(RuntimeError):
@@ -88,8 +93,10 @@ def load_library() -> ctypes.CDLL:
                 errors.append(f"{path}: {e}")
         else:
             raise KcacheError(Status.ERR_INVALID, "libkcache not found; set KCACHE_LIBRARY. " + "; ".join(errors))
-        if lib.kcache_abi_version() != 1:
-            raise KcacheError(Status.ERR_INVALID, f"libkcache ABI {lib.kcache_abi_version()}, expected 1")
+        if lib.kcache_abi_version() < ABI_VERSION:
+            raise KcacheError(
+                Status.ERR_INVALID, f"libkcache ABI {lib.kcache_abi_version()}, need {ABI_VERSION}"
+            )
         c_client = ctypes.c_void_p
         lib.kcache_client_open.argtypes = [ctypes.POINTER(_Options), ctypes.POINTER(c_client)]
         lib.kcache_client_close.argtypes = [c_client]
@@ -106,6 +113,23 @@ def load_library() -> ctypes.CDLL:
             ctypes.POINTER(ctypes.c_int),
         ]
         lib.kcache_stats.argtypes = [c_client, ctypes.POINTER(_Buffer)]
+        lib.kcache_submit.argtypes = [
+            c_client,
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.c_int32,
+            ctypes.POINTER(_Buffer),
+        ]
+        lib.kcache_job_wait.argtypes = [c_client, ctypes.c_char_p, ctypes.c_int32, ctypes.POINTER(_Buffer)]
+        lib.kcache_get_or_compile.argtypes = [
+            c_client,
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.c_int32,
+            ctypes.c_int32,
+            ctypes.POINTER(_Buffer),
+            ctypes.POINTER(_Buffer),
+        ]
         lib.kcache_buffer_free.argtypes = [ctypes.POINTER(_Buffer)]
         lib.kcache_buffer_free.restype = None
         _lib = lib
@@ -117,6 +141,37 @@ def _take(lib, buf: _Buffer) -> bytes:
         return ctypes.string_at(buf.data, buf.size) if buf.size else b""
     finally:
         lib.kcache_buffer_free(ctypes.byref(buf))
+
+
+class Compiled:
+    """What ``Client.get_or_compile`` returns.
+
+    ``outcome`` is "hit", "compiled", "pending" (async, or the wait ran out:
+    run your fallback, a later call hits), "failed" (``job`` holds the error and
+    the compiler's log) or "error" (the service could not answer: a miss).
+    """
+
+    def __init__(self, outcome: str, binary: Optional[bytes] = None, info: Optional[dict] = None):
+        self.outcome = outcome
+        self.binary = binary
+        self.info = info or {}
+
+    @property
+    def ok(self) -> bool:
+        return self.binary is not None
+
+    @property
+    def job(self) -> dict:
+        return self.info.get("job") or {}
+
+    @property
+    def lowered_names(self) -> dict:
+        meta = (self.info.get("record") or {}).get("metadata") or {}
+        return json.loads(meta.get("lowered_names", "{}"))
+
+    def __repr__(self) -> str:
+        size = len(self.binary) if self.binary is not None else None
+        return f"Compiled(outcome={self.outcome!r}, bytes={size})"
 
 
 class Client:
@@ -215,3 +270,58 @@ class Client:
             self._failed(status)
             return {}
         return json.loads(_take(self._lib, buf))
+
+    # Compile jobs. A spec is a dict (or JSON text) in kcache's compile-spec
+    # format: {"backend": "cuda", "source": {"name": ..., "text": ...},
+    # "name_expressions": [...], "options": [...], "target": "sm_90a", "output": "cubin"}.
+
+    @staticmethod
+    def _spec(spec) -> bytes:
+        return (spec if isinstance(spec, str) else json.dumps(spec)).encode()
+
+    def submit(self, spec, key: Optional[str] = None, priority: int = 0) -> dict:
+        """Submits a compile; returns the daemon's answer ({"status", "job", ...})."""
+        buf = _Buffer()
+        status = self._lib.kcache_submit(
+            self._handle, self._key(key) if key else None, self._spec(spec), int(priority), ctypes.byref(buf)
+        )
+        if status in (Status.OK, Status.BUSY):
+            return json.loads(_take(self._lib, buf))
+        self._failed(status)
+        return {"status": "error", "message": self.last_error}
+
+    def wait(self, job_id: str, timeout_s: float = 60.0) -> dict:
+        """The job once finished, or as it is when timeout_s passes."""
+        buf = _Buffer()
+        status = self._lib.kcache_job_wait(self._handle, job_id.encode(), int(timeout_s * 1000), ctypes.byref(buf))
+        if status in (Status.OK, Status.PENDING):
+            return json.loads(_take(self._lib, buf))
+        self._failed(status)
+        return {"id": job_id, "state": "unknown", "error": {"message": self.last_error}}
+
+    def get_or_compile(self, key: str, spec, wait: bool = True, timeout_s: float = 300.0) -> Compiled:
+        """A hit, or a compile through the service.
+
+        wait=True blocks until the compile finishes (up to timeout_s);
+        wait=False submits and returns "pending" at once, so the caller can run
+        its fallback while the service compiles.
+        """
+        binary, info = _Buffer(), _Buffer()
+        status = self._lib.kcache_get_or_compile(
+            self._handle,
+            self._key(key),
+            self._spec(spec),
+            0 if wait else 1,
+            int(timeout_s * 1000),
+            ctypes.byref(binary),
+            ctypes.byref(info),
+        )
+        details = json.loads(_take(self._lib, info) or b"{}")
+        if status == Status.OK:
+            return Compiled(details.get("outcome", "hit"), _take(self._lib, binary), details)
+        if status in (Status.PENDING, Status.COMPILE_FAILED, Status.BUSY):
+            self.last_error = self._lib.kcache_last_error().decode(errors="replace")
+            outcome = {Status.PENDING: "pending", Status.COMPILE_FAILED: "failed"}.get(status, "pending")
+            return Compiled(outcome, None, details)
+        self._failed(status)
+        return Compiled("error", None, {})

@@ -8,7 +8,9 @@
 // costs at most the deadline, and after a refused connection the client
 // answers Unavailable at once for a short back-off instead of retrying each call.
 
+#include <kcache/client/artifact.h>
 #include <kcache/client/http_transport.h>
+#include <kcache/client/jobs.h>
 
 #include <tl/expected.hpp>
 
@@ -35,18 +37,6 @@ struct ClientOptions {
   std::size_t max_idle_connections = 16;
 };
 
-struct File {
-  std::string name;
-  std::string data;
-  friend bool operator==(const File&, const File&) = default;
-};
-
-struct Artifact {
-  std::string key;
-  std::string record_json; // the action record: outputs, producer, metadata, manifest
-  std::vector<File> files;
-};
-
 struct PutOptions {
   std::string producer;
   std::map<std::string, std::string> metadata;
@@ -67,6 +57,17 @@ public:
   // One round trip for many keys (a restarting trainer's prefetch).
   Result<std::vector<std::optional<Artifact>>> batch_get(std::span<const std::string> keys);
   Result<void> remove(std::string_view key);
+  // Compile jobs (jobs.h). A spec is CompileSpec JSON (compiler/compile_spec.h):
+  // the client links no compiler and needs none of its types.
+  Result<Submitted> submit(std::string_view key, std::string_view spec_json, int priority = 0);
+  // The job now, or once it finished if that happens within `wait` (long-poll).
+  Result<JobStatus> job(std::string_view id, std::chrono::milliseconds wait = {});
+  Result<JobStatus> cancel(std::string_view id);
+  // A hit at once; on a miss, a compile job, then per `request.policy` wait
+  // for it (the artifact comes back) or return at once (kPending: the trainer
+  // runs its fallback; a later call hits).
+  Result<CompileOutcome> get_or_compile(const CompileRequest& request);
+
   // Raw protocol access for tools (the CLI): GET/PUT/DELETE any API path.
   Result<HttpResponse> request(HttpMethod method, std::string_view target, std::string body = {},
                                std::string_view content_type = {});
@@ -80,6 +81,7 @@ public:
 
 private:
   Result<HttpResponse> round_trip(const HttpRequest& request);
+  Result<HttpResponse> round_trip(const HttpRequest& request, std::chrono::milliseconds timeout);
   std::unique_ptr<Connection> checkout();
   void checkin(std::unique_ptr<Connection> connection);
 

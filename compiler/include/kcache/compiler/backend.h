@@ -28,6 +28,7 @@ struct CompileError {
     kCompileFailed, // the compiler rejected the source: `log` says why
     kUnavailable,   // the toolchain is not installed here
     kInternal,      // the toolchain failed in an unexpected way
+    kCancelled,     // the job was cancelled while compiling
   };
   Code code = Code::kInternal;
   std::string message;

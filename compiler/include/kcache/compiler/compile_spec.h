@@ -23,8 +23,14 @@ enum class Backend {
 std::string_view backend_name(Backend backend);
 tl::expected<Backend, std::string> parse_backend(std::string_view name);
 
-enum class OutputKind { kCubin, kPtx, kObject };
+enum class OutputKind {
+  kCubin,
+  kPtx,
+  kObject,       // a relocatable ELF object
+  kSharedObject, // an ELF shared object, ready for dlopen (linked in process by lld)
+};
 std::string_view output_name(OutputKind kind);
+tl::expected<OutputKind, std::string> parse_output(std::string_view name);
 
 struct SourceFile {
   std::string name; // "kernel.cu"; also the include name for headers

@@ -4,6 +4,10 @@
 //   "outcome"  JSON: ok, error code and message, lowered names, duration, toolchain
 //   "binary"   the compiled bytes (empty on failure)
 //   "log"      the compiler's log
+//
+// `kcache-worker --toolchains` prints the fingerprint of every backend built
+// into it as JSON ({"cuda": {"nvrtc": "13.0"}, ...}): kcached links no compiler,
+// so this is how it learns what keys a compile.
 
 #include <kcache/cachekey/toolchain.h>
 #include <kcache/compiler/backend.h>
@@ -24,5 +28,9 @@ std::string encode_worker_outcome(const CompileOutcome& outcome,
 WorkerOutcome decode_worker_outcome(std::string_view bytes);
 
 std::string_view error_code_name(CompileError::Code code);
+
+using Toolchains = std::map<Backend, cachekey::ToolchainFingerprint>;
+std::string encode_toolchains(const Toolchains& toolchains);
+tl::expected<Toolchains, std::string> decode_toolchains(std::string_view text);
 
 } // namespace kcache::compiler

@@ -9,7 +9,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <stop_token>
 #include <string>
+#include <vector>
 
 namespace kcache::compiler {
 
@@ -26,10 +28,18 @@ public:
   WorkerRunner(std::string worker_binary, WorkerLimits limits)
       : worker_binary_(std::move(worker_binary)), limits_(limits) {}
 
-  WorkerOutcome run(const CompileSpec& spec) const;
+  // A stop request kills the worker and fails the compile with kCancelled.
+  WorkerOutcome run(const CompileSpec& spec, std::stop_token stop = {}) const;
+  // What every backend built into the worker would key a compile with.
+  tl::expected<Toolchains, std::string> toolchains() const;
   const WorkerLimits& limits() const { return limits_; }
+  const std::string& binary() const { return worker_binary_; }
 
 private:
+  struct Exchange;
+  Exchange exchange(const std::vector<std::string>& args, const std::string& input,
+                    std::stop_token stop, bool limit_memory) const;
+
   std::string worker_binary_;
   WorkerLimits limits_;
 };

@@ -15,9 +15,18 @@
 //   max_connections  = 1024
 //   idle_timeout_s   = 60
 //   drain_timeout_s  = 10
+//   [jobs]
+//   worker_binary   = ""                    # kcache-worker; "" finds it next to kcached
+//   workers         = 2                     # concurrent compiles; 0 disables compiling
+//   queue_capacity  = 1024                  # queued jobs before "busy"
+//   negative_ttl_s  = 60                    # failed compiles are answered from memory this long
+//   history         = 1000                  # finished jobs kept for `kcache jobs`
+//   wall_clock_s    = 300                   # per compile
+//   cpu_time_s      = 300
+//   memory          = "8GiB"                # address space per worker; 0: unlimited
 //   [[tokens]]                              # none: no authentication (local use)
 //   token = "..."                           # sent as "Authorization: Bearer ..."
-//   role  = "admin"                         # read | write | admin
+//   role  = "admin"                         # read | submit | write | admin
 
 #include <tl/expected.hpp>
 
@@ -28,7 +37,9 @@
 
 namespace kcache::service {
 
-enum class Role { kRead = 0, kWrite = 1, kAdmin = 2 };
+// Ordered: each role may do what the ones before it may. `submit` adds compile
+// jobs to `read`; only the service and `write` clients write the action cache.
+enum class Role { kRead = 0, kSubmit = 1, kWrite = 2, kAdmin = 3 };
 
 struct Token {
   std::string token;
@@ -43,6 +54,18 @@ struct Limits {
   std::chrono::seconds drain_timeout{10};
 };
 
+struct JobsConfig {
+  std::string worker_binary; // "": looked up next to kcached (see find_worker_binary)
+  unsigned workers = 2;
+  std::size_t queue_capacity = 1024;
+  std::chrono::seconds negative_ttl{60};
+  std::size_t history = 1000;
+  std::uint32_t max_attempts = 3; // starts of one job (restarts included) before it fails
+  std::chrono::seconds wall_clock{300};
+  std::chrono::seconds cpu_time{300};
+  std::uint64_t memory_bytes = 8ULL << 30;
+};
+
 struct ServiceConfig {
   std::string listen = "127.0.0.1:7070";
   std::string unix_socket;
@@ -54,6 +77,7 @@ struct ServiceConfig {
   std::string log_level = "info";
   std::string port_file; // written with the bound TCP port once listening
   Limits limits;
+  JobsConfig jobs;
   std::vector<Token> tokens;
 };
 
@@ -64,5 +88,9 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
 std::string usage();
 
 tl::expected<Role, std::string> parse_role(std::string_view name);
+
+// The kcache-worker to run: $KCACHE_WORKER_BINARY, else next to the running
+// kcached (an install) or in the build tree's compiler/ folder; "" if none.
+std::string find_worker_binary();
 
 } // namespace kcache::service

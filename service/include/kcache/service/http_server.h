@@ -8,8 +8,10 @@
 // lets in-flight requests finish (answered with "Connection: close"), and calls
 // back once none remain or the drain timeout passed.
 //
-// Requests are handled on the I/O threads: the handler is synchronous and fast
-// (memory and RocksDB tiers), and slow tiers carry their own deadlines.
+// Requests are handled on the I/O threads. A handler answers through its
+// Responder, at once (the cache routes: memory and RocksDB tiers are fast, slow
+// tiers carry their own deadlines) or later from any thread (a long-poll on a
+// job); the connection waits for that answer without holding a thread.
 
 #include <kcache/service/config.h>
 #include <kcache/service/request_handler.h>
@@ -25,7 +27,7 @@ namespace kcache::service {
 
 class HttpServer {
 public:
-  using Handler = std::function<Response(const Request&)>;
+  using Handler = std::function<void(Request&&, Responder)>;
 
   HttpServer(boost::asio::io_context& io, Handler handler, Limits limits);
   ~HttpServer();

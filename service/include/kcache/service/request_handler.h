@@ -17,10 +17,19 @@
 //                                          re-hash blobs, check records' blobs;
 //                                          repair deletes what is broken
 //   POST /v1/admin/gc?max_size=BYTES       drop least recently used entries
+//   POST /v1/jobs                          {"key", "spec": CompileSpec, "priority"}
+//                                          -> 202 queued/joined, 200 cached or
+//                                          failed-recently, 503 busy (Retry-After)
+//   GET  /v1/jobs?state=&limit=            newest first, with queue counts
+//   GET  /v1/jobs/{id}?wait_ms=N           the job; long-polls up to N ms (at most
+//                                          kMaxWaitMs) until it finishes
+//   DELETE /v1/jobs/{id}                   cancel
 //
-// Roles: GET/HEAD need read, PUT needs write, DELETE needs admin.
+// Roles: GET/HEAD need read; POST and DELETE on jobs need submit; PUT and the
+// other POSTs need write; other DELETEs need admin.
 
 #include <kcache/service/config.h>
+#include <kcache/service/job.h>
 #include <kcache/service/metrics.h>
 #include <kcache/storage/artifact_store.h>
 #include <kcache/storage/store.h>
@@ -28,7 +37,10 @@
 #include <boost/beast/http.hpp>
 
 #include <array>
+#include <atomic>
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <shared_mutex>
 #include <unordered_map>
 #include <vector>
@@ -39,6 +51,28 @@ namespace http = boost::beast::http;
 using Request = http::request<http::string_body>;
 using Response = http::response<http::string_body>;
 
+// Completes one request: callable from any thread; the first call wins.
+class Responder {
+public:
+  using Send = std::function<void(Response)>;
+  explicit Responder(Send send) : state_(std::make_shared<State>(std::move(send))) {}
+  void operator()(Response response) const {
+    if (!state_->done.exchange(true)) {
+      state_->send(std::move(response));
+    }
+  }
+
+private:
+  struct State {
+    explicit State(Send s) : send(std::move(s)) {}
+    std::atomic<bool> done{false};
+    Send send;
+  };
+  std::shared_ptr<State> state_;
+};
+
+class JobManager;
+
 // A tier as /v1/stats and /metrics report it.
 struct TierView {
   std::string name;
@@ -47,16 +81,25 @@ struct TierView {
 
 class RequestHandler {
 public:
+  // `jobs` may be null: this kcached compiles nothing and the job routes say so.
   RequestHandler(storage::Store& store, std::vector<TierView> tiers, MetricsRegistry& metrics,
-                 std::vector<Token> tokens);
+                 std::vector<Token> tokens, JobManager* jobs = nullptr);
 
+  // Answers at once; a job long-poll answers with the job's current state.
   Response handle(const Request& request);
+  // As handle(), but a job long-poll answers when the job finishes or its wait ends.
+  void handle_async(const Request& request, Responder respond);
+
+  static constexpr std::int64_t kMaxWaitMs = 120'000;
 
   // Largest number of keys one batch request may ask for.
   static constexpr std::size_t kMaxBatchKeys = 10000;
 
 private:
   struct Query;
+  struct Prepared;
+  Prepared prepare(const Request& request) const;
+  Response respond_now(const Request& request, const Prepared& prepared);
   Response dispatch(const Request& request, std::string_view path, const Query& query, Role role,
                     std::string_view& route);
   Response action(const Request& request, std::string_view key, Role role);
@@ -68,12 +111,16 @@ private:
   Response stats(const Request& request);
   Response verify(const Request& request, const Query& query);
   Response gc(const Request& request, const Query& query);
+  // The job routes (job_routes.cpp).
+  Response jobs(const Request& request, std::string_view path, const Query& query);
+  Response submit_job(const Request& request);
+  Response job_response(const Request& request, const std::optional<Job>& job, std::string_view id);
 
   // Instruments are looked up once and cached: the hot path builds no label
   // strings and takes no exclusive lock.
-  static constexpr std::array<std::string_view, 12> kRoutes = {
-      "unknown",   "healthz",   "metrics", "stats", "ac",           "cas",
-      "artifacts", "batch_get", "entries", "entry", "admin_verify", "admin_gc"};
+  static constexpr std::array<std::string_view, 14> kRoutes = {
+      "unknown",   "healthz", "metrics",      "stats",    "ac",    "cas",  "artifacts",
+      "batch_get", "entries", "admin_verify", "admin_gc", "entry", "jobs", "job"};
   void record_metrics(std::string_view route, http::verb method, unsigned status, double seconds);
 
   storage::Store& store_;
@@ -84,6 +131,7 @@ private:
   std::vector<TierView> tiers_;
   MetricsRegistry& metrics_;
   std::vector<Token> tokens_;
+  JobManager* jobs_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 

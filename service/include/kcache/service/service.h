@@ -1,11 +1,13 @@
 #pragma once
 // kcached assembled from its configuration: the storage tiers (memory, the
 // embedded RocksDB store, Redis if configured), the request handler, metrics
-// and the HTTP server on TCP and/or a Unix socket. run() serves until SIGTERM or
-// SIGINT, then drains in-flight requests and closes the stores cleanly.
+// the compile job manager with its kcache-worker pool, and the HTTP server on
+// TCP and/or a Unix socket. run() serves until SIGTERM or SIGINT, then answers
+// job long-polls, drains in-flight requests and closes the stores cleanly.
 
 #include <kcache/service/config.h>
 #include <kcache/service/http_server.h>
+#include <kcache/service/job_manager.h>
 #include <kcache/service/metrics.h>
 #include <kcache/service/request_handler.h>
 #include <kcache/storage/store.h>
@@ -38,6 +40,7 @@ private:
   boost::asio::io_context io_;
   std::unique_ptr<storage::Store> store_;
   MetricsRegistry metrics_;
+  std::unique_ptr<JobManager> jobs_; // null when this kcached compiles nothing
   std::unique_ptr<RequestHandler> handler_;
   std::unique_ptr<HttpServer> server_;
 };

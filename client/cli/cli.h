@@ -1,0 +1,60 @@
+#pragma once
+// What every kcache command shares: parsed arguments, the client, exit codes
+// and helpers for calls, errors and progress.
+
+#include <kcache/client/client.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kcache::cli {
+
+using client::ClientError;
+using client::HttpMethod;
+using nlohmann::json;
+
+enum Exit : int {
+  kOk = 0,
+  kNotFound = 1,
+  kUsage = 2,
+  kUnavailable = 3,
+  kFailed = 4,
+  kProblems = 5,
+};
+
+struct Cli {
+  std::unique_ptr<client::Client> client;
+  bool json_output = false;
+  std::vector<std::string> args; // positional, after the command
+  std::multimap<std::string, std::string> options;
+  std::set<std::string> flags;
+
+  std::string option(const std::string& name, const std::string& fallback = "") const {
+    const auto it = options.find(name);
+    return it == options.end() ? fallback : it->second;
+  }
+};
+
+int fail(const ClientError& e);
+int usage_error(const std::string& message);
+std::int64_t now_ms();
+// GET/POST/DELETE returning JSON; 404 -> kNotFound with the daemon's message.
+int call_json(Cli& cli, HttpMethod method, const std::string& target, json& out);
+std::string url_encode(std::string_view s);
+// A progress bar on stderr when it is a terminal.
+void progress(const char* what, std::size_t done, std::size_t total);
+
+// Job commands (jobs_commands.cpp).
+int cmd_jobs(Cli& cli);
+int cmd_job(Cli& cli);
+int cmd_cancel(Cli& cli);
+int cmd_submit(Cli& cli);
+
+} // namespace kcache::cli

@@ -1,0 +1,268 @@
+// kcache jobs | jobs watch | job | cancel | submit: the compile jobs of a kcached.
+
+#include "cli.h"
+#include "table.h"
+
+#include <kcache/cachekey/json_text.h>
+#include <kcache/cachekey/units.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <set>
+#include <thread>
+
+namespace kcache::cli {
+
+namespace {
+
+std::string cut(std::string s, std::size_t n) {
+  if (s.size() > n) {
+    s = s.substr(0, n - 3) + "...";
+  }
+  return s;
+}
+
+std::string millis(std::int64_t ms) {
+  char buf[32];
+  if (ms < 10'000) {
+    std::snprintf(buf, sizeof buf, "%lld ms", static_cast<long long>(ms));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms) / 1000.0);
+  }
+  return buf;
+}
+
+void print_jobs_table(const json& jobs) {
+  Table t;
+  t.column("JOB");
+  t.column("STATE");
+  t.column("BACKEND");
+  t.column("ENTRY");
+  t.column("TARGET");
+  t.column("PRIO", Table::Align::kRight);
+  t.column("SUBMITTED", Table::Align::kRight);
+  t.column("COMPILE", Table::Align::kRight);
+  t.column("SIZE", Table::Align::kRight);
+  t.column("ASKED", Table::Align::kRight);
+  t.column("ERROR");
+  const std::int64_t now = now_ms();
+  for (const json& j : jobs) {
+    const bool finished = j.value("finished_ms", 0LL) > 0;
+    t.row({j.value("id", ""), j.value("state", ""), j.value("backend", ""),
+           cut(j.value("entry", ""), 32), j.value("target", ""),
+           std::to_string(j.value("priority", 0)), format_age(j.value("submitted_ms", 0LL), now),
+           finished ? millis(j.value("compile_ms", 0LL)) : "-",
+           finished ? cachekey::format_size(j.value("output_size", 0ULL)) : "-",
+           std::to_string(j.value("submissions", 1)),
+           j.contains("error") ? cut(j["error"].value("message", ""), 48) : ""});
+  }
+  std::cout << t.render();
+}
+
+// Follows the jobs that are unfinished now or submitted later, until none is
+// left: a progress bar on a terminal, a line per change otherwise.
+int watch(Cli& cli) {
+  const int interval = std::max(50, std::atoi(cli.option("interval-ms", "500").c_str()));
+  const std::int64_t since = now_ms();
+  std::set<std::string> tracked;
+  std::string last_line;
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  while (true) {
+    json doc;
+    if (int rc = call_json(cli, HttpMethod::kGet, "/v1/jobs?limit=100000", doc); rc != kOk) {
+      return rc;
+    }
+    std::size_t done = 0, failed = 0, running = 0, queued = 0;
+    for (const json& j : doc["jobs"]) {
+      const std::string state = j.value("state", "");
+      const bool active = state == "queued" || state == "running";
+      const std::string id = j.value("id", "");
+      if (active || j.value("submitted_ms", 0LL) >= since) {
+        tracked.insert(id);
+      }
+      if (!tracked.contains(id)) {
+        continue;
+      }
+      queued += state == "queued";
+      running += state == "running";
+      done += !active;
+      failed += state == "failed" || state == "cancelled";
+    }
+    const std::size_t total = tracked.size();
+    if (cli.json_output) {
+      const std::string line = cachekey::json_text(json{{"done", done},
+                                                        {"total", total},
+                                                        {"running", running},
+                                                        {"queued", queued},
+                                                        {"failed", failed}});
+      if (line != last_line) {
+        std::cout << line << std::endl;
+        last_line = line;
+      }
+    } else if (tty) {
+      constexpr std::size_t kWidth = 30;
+      const std::size_t filled = total == 0 ? kWidth : done * kWidth / total;
+      std::fprintf(stderr, "\rjobs [%s%s] %zu/%zu done, %zu running, %zu queued, %zu failed   ",
+                   std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(),
+                   done, total, running, queued, failed);
+    } else {
+      char line[160];
+      std::snprintf(line, sizeof line, "%zu/%zu done, %zu running, %zu queued, %zu failed", done,
+                    total, running, queued, failed);
+      if (line != last_line) {
+        std::printf("%s\n", line);
+        std::fflush(stdout);
+        last_line = line;
+      }
+    }
+    if (queued == 0 && running == 0) {
+      if (tty && !cli.json_output) {
+        std::fprintf(stderr, "\n");
+      }
+      return failed == 0 ? kOk : kFailed;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(interval));
+  }
+}
+
+void print_job(const json& j) {
+  for (const char* field : {"id", "state", "backend", "entry", "target", "output", "compile_key"}) {
+    std::printf("%-12s %s\n", field, j.value(field, "").c_str());
+  }
+  std::printf("%-12s %d\n", "priority", j.value("priority", 0));
+  std::printf("%-12s %u\n", "submissions", j.value("submissions", 1U));
+  std::printf("%-12s %u\n", "attempts", j.value("attempts", 0U));
+  if (j.contains("queue_position")) {
+    std::printf("%-12s %zu\n", "queue pos", j.value("queue_position", std::size_t{0}));
+  }
+  if (j.value("finished_ms", 0LL) > 0) {
+    std::printf("%-12s %s\n", "compile", millis(j.value("compile_ms", 0LL)).c_str());
+    std::printf("%-12s %s\n", "size", cachekey::format_size(j.value("output_size", 0ULL)).c_str());
+  }
+  for (const json& key : j.value("keys", json::array())) {
+    std::printf("%-12s %s\n", "key", key.get<std::string>().c_str());
+  }
+  if (j.contains("error")) {
+    std::printf("%-12s %s: %s\n", "error", j["error"].value("code", "").c_str(),
+                j["error"].value("message", "").c_str());
+  }
+  if (const std::string log = j.value("log", ""); !log.empty()) {
+    std::printf("\ncompiler log:\n%s\n", log.c_str());
+  }
+}
+
+} // namespace
+
+int cmd_jobs(Cli& cli) {
+  if (!cli.args.empty() && cli.args.front() == "watch") {
+    return watch(cli);
+  }
+  if (!cli.args.empty()) {
+    return usage_error("jobs takes no arguments but 'watch'");
+  }
+  std::string target = "/v1/jobs?limit=" + url_encode(cli.option("limit", "50"));
+  if (const std::string state = cli.option("state"); !state.empty()) {
+    target += "&state=" + url_encode(state);
+  }
+  json doc;
+  if (int rc = call_json(cli, HttpMethod::kGet, target, doc); rc != kOk) {
+    return rc;
+  }
+  if (cli.json_output) {
+    std::cout << cachekey::json_text(doc, 2) << "\n";
+    return kOk;
+  }
+  print_jobs_table(doc["jobs"]);
+  const json& c = doc["counts"];
+  std::printf("%zu running, %zu queued (capacity %zu), %zu finished kept; %zu workers\n",
+              c.value("running", std::size_t{0}), c.value("queued", std::size_t{0}),
+              c.value("queue_capacity", std::size_t{0}), c.value("finished", std::size_t{0}),
+              c.value("workers", std::size_t{0}));
+  return kOk;
+}
+
+int cmd_job(Cli& cli) {
+  if (cli.args.size() != 1) {
+    return usage_error("job needs one JOB_ID");
+  }
+  const auto wait = std::chrono::seconds(std::atoll(cli.option("wait", "0").c_str()));
+  auto job = cli.client->job(cli.args[0], wait);
+  if (!job) {
+    if (job.error().http_status == 404) {
+      std::fprintf(stderr, "kcache: no job %s\n", cli.args[0].c_str());
+      return kNotFound;
+    }
+    return fail(job.error());
+  }
+  const json doc = json::parse(job->json);
+  if (cli.json_output) {
+    std::cout << cachekey::json_text(doc, 2) << "\n";
+  } else {
+    print_job(doc);
+  }
+  return job->state == "failed" ? kFailed : kOk;
+}
+
+int cmd_cancel(Cli& cli) {
+  if (cli.args.size() != 1) {
+    return usage_error("cancel needs one JOB_ID");
+  }
+  json doc;
+  if (int rc = call_json(cli, HttpMethod::kDelete, "/v1/jobs/" + url_encode(cli.args[0]), doc);
+      rc != kOk) {
+    return rc;
+  }
+  if (cli.json_output) {
+    std::cout << cachekey::json_text(doc, 2) << "\n";
+  } else {
+    std::printf("%s: %s\n", doc.value("id", "").c_str(),
+                doc.value("state", "") == "running" ? "cancelling"
+                                                    : doc.value("state", "").c_str());
+  }
+  return kOk;
+}
+
+int cmd_submit(Cli& cli) {
+  if (cli.args.size() != 1) {
+    return usage_error("submit needs one SPEC.json");
+  }
+  std::ifstream in(cli.args[0], std::ios::binary);
+  if (!in) {
+    return usage_error("cannot read " + cli.args[0]);
+  }
+  const std::string spec((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto submitted =
+      cli.client->submit(cli.option("key"), spec, std::atoi(cli.option("priority", "0").c_str()));
+  if (!submitted) {
+    return fail(submitted.error());
+  }
+  json out{{"status", submitted->status}, {"message", submitted->message}};
+  if (submitted->job) {
+    out["job"] = json::parse(submitted->job->json, nullptr, false);
+  }
+  const auto wait = std::chrono::seconds(std::atoll(cli.option("wait", "0").c_str()));
+  if (wait.count() > 0 && submitted->job && !submitted->job->finished()) {
+    auto done = cli.client->job(submitted->job->id, wait);
+    if (!done) {
+      return fail(done.error());
+    }
+    out["job"] = json::parse(done->json, nullptr, false);
+  }
+  if (cli.json_output) {
+    std::cout << cachekey::json_text(out, 2) << "\n";
+  } else {
+    std::printf("%s: %s\n", submitted->status.c_str(), submitted->message.c_str());
+    if (out.contains("job")) {
+      print_job(out["job"]);
+    }
+  }
+  const std::string state = out.contains("job") ? out["job"].value("state", "") : "";
+  return submitted->status == "busy" || state == "failed" ? kFailed : kOk;
+}
+
+} // namespace kcache::cli

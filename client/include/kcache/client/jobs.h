@@ -1,0 +1,60 @@
+#pragma once
+// The compile-job side of libkcache: what submit, job and get_or_compile
+// return. Jobs run in kcached; their results land in the cache under the
+// submitted key, so a finished job's artifact is an ordinary get away.
+
+#include <kcache/client/artifact.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kcache::client {
+
+struct JobStatus {
+  std::string id;
+  std::string state; // queued, running, succeeded, failed, cancelled
+  std::string error_code, error_message, log;
+  std::vector<std::string> keys;
+  std::int64_t compile_ms = 0;
+  std::string json; // the daemon's whole answer
+  bool finished() const { return state != "queued" && state != "running"; }
+};
+
+struct Submitted {
+  // queued, joined (one compile for several submitters), cached (nothing to
+  // do), failed-recently (the negative cache answered), busy (queue full)
+  std::string status;
+  std::optional<JobStatus> job;
+  std::string message;
+  std::chrono::milliseconds retry_after{0}; // for busy
+};
+
+enum class WaitPolicy {
+  kWait,  // block (up to wait_timeout) until the compile finishes
+  kAsync, // submit and return at once
+};
+
+struct CompileRequest {
+  std::string key;
+  std::string spec_json;
+  int priority = 0;
+  WaitPolicy policy = WaitPolicy::kWait;
+  std::chrono::milliseconds wait_timeout{300'000};
+};
+
+struct CompileOutcome {
+  enum class Kind {
+    kHit,      // it was in the cache
+    kCompiled, // compiled now (by this call's job or one it joined)
+    kPending,  // async policy, or the wait ran out: the job goes on
+    kFailed,   // the compile failed: error and log say why
+  };
+  Kind kind = Kind::kPending;
+  std::optional<Artifact> artifact; // for kHit and kCompiled
+  std::optional<JobStatus> job;
+};
+
+} // namespace kcache::client

@@ -1,0 +1,178 @@
+// Client's compile-job calls: submit, job (long-poll), cancel, get_or_compile.
+
+#include "responses.h"
+
+#include <kcache/cachekey/json_text.h>
+#include <kcache/client/client.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <thread>
+
+namespace kcache::client {
+
+using nlohmann::json;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+JobStatus parse_job(const json& doc, std::string text) {
+  JobStatus job;
+  job.id = doc.value("id", std::string());
+  job.state = doc.value("state", std::string());
+  if (const auto e = doc.find("error"); e != doc.end() && e->is_object()) {
+    job.error_code = e->value("code", std::string());
+    job.error_message = e->value("message", std::string());
+  }
+  job.log = doc.value("log", std::string());
+  if (const auto keys = doc.find("keys"); keys != doc.end() && keys->is_array()) {
+    for (const json& k : *keys) {
+      if (k.is_string()) {
+        job.keys.push_back(k.get<std::string>());
+      }
+    }
+  }
+  job.compile_ms = doc.value("compile_ms", std::int64_t{0});
+  job.json = std::move(text);
+  return job;
+}
+
+Result<JobStatus> job_from_response(const HttpResponse& res) {
+  if (res.status != 200) {
+    return tl::unexpected(from_status(res));
+  }
+  const json doc = json::parse(res.body, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || !doc.contains("state")) {
+    return tl::unexpected(ClientError{ErrorCode::kProtocol, res.status, "malformed job answer"});
+  }
+  return parse_job(doc, res.body);
+}
+
+} // namespace
+
+Result<Submitted> Client::submit(std::string_view key, std::string_view spec_json, int priority) {
+  if (!key.empty()) {
+    if (auto ok = check_key(key); !ok) {
+      return tl::unexpected(ok.error());
+    }
+  }
+  json spec = json::parse(spec_json, nullptr, /*allow_exceptions=*/false);
+  if (!spec.is_object()) {
+    return tl::unexpected(
+        ClientError{ErrorCode::kInvalid, 0, "the compile spec is not a JSON object"});
+  }
+  json body{{"spec", std::move(spec)}, {"priority", priority}};
+  if (!key.empty()) {
+    body["key"] = key;
+  }
+  auto res = request(HttpMethod::kPost, "/v1/jobs", cachekey::json_text(body),
+                     cachekey::wire::kJsonContentType);
+  if (!res) {
+    return tl::unexpected(res.error());
+  }
+  const json doc = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+  const std::string status = doc.is_object() ? doc.value("status", std::string()) : "";
+  if ((res->status != 200 && res->status != 202 && status != "busy") || status.empty()) {
+    return tl::unexpected(from_status(*res));
+  }
+  Submitted out;
+  out.status = status;
+  out.message = doc.value("message", std::string());
+  out.retry_after = std::chrono::milliseconds(doc.value("retry_after_ms", 0));
+  if (const auto job = doc.find("job"); job != doc.end() && job->is_object()) {
+    out.job = parse_job(*job, job->dump());
+  }
+  return out;
+}
+
+Result<JobStatus> Client::job(std::string_view id, std::chrono::milliseconds wait) {
+  std::string target = "/v1/jobs/" + std::string(id);
+  if (wait.count() > 0) {
+    target += "?wait_ms=" + std::to_string(wait.count());
+  }
+  // The daemon holds a long-poll up to `wait`: the deadline covers that too.
+  auto res = round_trip(HttpRequest{HttpMethod::kGet, target, {}, {}, options_.token},
+                        wait + options_.timeout);
+  if (!res) {
+    return tl::unexpected(res.error());
+  }
+  return job_from_response(*res);
+}
+
+Result<JobStatus> Client::cancel(std::string_view id) {
+  auto res = request(HttpMethod::kDelete, "/v1/jobs/" + std::string(id));
+  if (!res) {
+    return tl::unexpected(res.error());
+  }
+  return job_from_response(*res);
+}
+
+Result<CompileOutcome> Client::get_or_compile(const CompileRequest& request) {
+  using Kind = CompileOutcome::Kind;
+  const auto deadline = Clock::now() + request.wait_timeout;
+  auto fetch = [&](Kind kind, std::optional<JobStatus> job) -> Result<CompileOutcome> {
+    auto artifact = get(request.key);
+    if (!artifact) {
+      return tl::unexpected(artifact.error());
+    }
+    if (!*artifact) {
+      // Finished but gone (evicted at once, or a store failure): not a hit.
+      return CompileOutcome{Kind::kPending, std::nullopt, std::move(job)};
+    }
+    return CompileOutcome{kind, std::move(*artifact), std::move(job)};
+  };
+
+  if (auto hit = get(request.key); !hit) {
+    return tl::unexpected(hit.error());
+  } else if (*hit) {
+    return CompileOutcome{Kind::kHit, std::move(*hit), std::nullopt};
+  }
+  while (true) {
+    auto submitted = submit(request.key, request.spec_json, request.priority);
+    if (!submitted) {
+      return tl::unexpected(submitted.error());
+    }
+    if (submitted->status == "cached") {
+      return fetch(Kind::kHit, std::nullopt);
+    }
+    if (submitted->status == "failed-recently") {
+      return CompileOutcome{Kind::kFailed, std::nullopt, std::move(submitted->job)};
+    }
+    if (submitted->status == "busy") {
+      const auto retry = std::max(submitted->retry_after, std::chrono::milliseconds(100));
+      if (request.policy == WaitPolicy::kAsync || Clock::now() + retry >= deadline) {
+        return CompileOutcome{Kind::kPending, std::nullopt, std::nullopt};
+      }
+      std::this_thread::sleep_for(retry);
+      continue;
+    }
+    if (!submitted->job) {
+      return tl::unexpected(ClientError{ErrorCode::kProtocol, 0, "submit answered without a job"});
+    }
+    JobStatus job = std::move(*submitted->job);
+    if (request.policy == WaitPolicy::kAsync) {
+      return CompileOutcome{Kind::kPending, std::nullopt, std::move(job)};
+    }
+    while (!job.finished()) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) {
+        return CompileOutcome{Kind::kPending, std::nullopt, std::move(job)};
+      }
+      // Long-polls of at most a minute: a daemon restart costs one poll, not the wait.
+      auto polled = this->job(job.id, std::min(left, std::chrono::milliseconds(60'000)));
+      if (!polled) {
+        return tl::unexpected(polled.error());
+      }
+      job = std::move(*polled);
+    }
+    if (job.state != "succeeded") {
+      return CompileOutcome{Kind::kFailed, std::nullopt, std::move(job)};
+    }
+    return fetch(Kind::kCompiled, std::move(job));
+  }
+}
+
+} // namespace kcache::client

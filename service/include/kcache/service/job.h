@@ -1,0 +1,52 @@
+#pragma once
+// A compile job as kcached tracks, journals and reports it.
+//
+// Jobs are single-flight by compile key ("kcc-<sha256>" of the spec and the
+// toolchain that compiles it): any number of submissions of one spec share one
+// job, and each submission's client key is added to the keys the result is
+// published under.
+
+#include <nlohmann/json_fwd.hpp>
+#include <tl/expected.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kcache::service {
+
+enum class JobState { kQueued, kRunning, kSucceeded, kFailed, kCancelled };
+std::string_view job_state_name(JobState state);
+tl::expected<JobState, std::string> parse_job_state(std::string_view name);
+inline bool is_finished(JobState s) {
+  return s != JobState::kQueued && s != JobState::kRunning;
+}
+
+struct Job {
+  std::string id;                // "j-" + 16 hex digits
+  std::string compile_key;       // "kcc-<sha256>"
+  std::vector<std::string> keys; // where the result is published (the compile key included)
+  std::string spec_json;         // the CompileSpec, as submitted
+  std::string backend, target, entry, output; // from the spec, for listings
+  int priority = 0;                           // higher runs first
+  JobState state = JobState::kQueued;
+  std::int64_t submitted_ms = 0, started_ms = 0, finished_ms = 0;
+  std::uint32_t attempts = 0;    // times a worker started it (a restart may repeat one)
+  std::uint32_t submissions = 1; // submissions that joined this job
+  std::string error_code;        // on failure: invalid-spec, compile-failed, ...
+  std::string error_message;
+  std::string log; // the compiler's log (tail), success or failure
+  std::uint64_t output_size = 0;
+  std::int64_t compile_ms = 0;
+};
+
+// with_spec: the journal keeps the spec; listings leave it out.
+nlohmann::json job_json(const Job& job, bool with_spec);
+std::string job_to_json(const Job& job, bool with_spec);
+tl::expected<Job, std::string> job_from_json(std::string_view text);
+
+// A fresh random job id.
+std::string new_job_id();
+
+} // namespace kcache::service

@@ -1,0 +1,126 @@
+#include <kcache/cachekey/json_text.h>
+#include <kcache/service/job.h>
+
+#include <nlohmann/json.hpp>
+#include <openssl/rand.h>
+
+#include <array>
+#include <cstdio>
+
+namespace kcache::service {
+
+using nlohmann::json;
+
+namespace {
+constexpr std::array<std::pair<JobState, std::string_view>, 5> kStates = {
+    {{JobState::kQueued, "queued"},
+     {JobState::kRunning, "running"},
+     {JobState::kSucceeded, "succeeded"},
+     {JobState::kFailed, "failed"},
+     {JobState::kCancelled, "cancelled"}}};
+} // namespace
+
+std::string_view job_state_name(JobState state) {
+  for (const auto& [s, name] : kStates) {
+    if (s == state) {
+      return name;
+    }
+  }
+  return "unknown";
+}
+
+tl::expected<JobState, std::string> parse_job_state(std::string_view name) {
+  for (const auto& [s, n] : kStates) {
+    if (n == name) {
+      return s;
+    }
+  }
+  return tl::unexpected("unknown job state '" + std::string(name) +
+                        "' (queued, running, succeeded, failed, cancelled)");
+}
+
+json job_json(const Job& job, bool with_spec) {
+  json out{{"id", job.id},
+           {"compile_key", job.compile_key},
+           {"keys", job.keys},
+           {"backend", job.backend},
+           {"target", job.target},
+           {"entry", job.entry},
+           {"output", job.output},
+           {"priority", job.priority},
+           {"state", job_state_name(job.state)},
+           {"submitted_ms", job.submitted_ms},
+           {"started_ms", job.started_ms},
+           {"finished_ms", job.finished_ms},
+           {"attempts", job.attempts},
+           {"submissions", job.submissions},
+           {"output_size", job.output_size},
+           {"compile_ms", job.compile_ms}};
+  if (!job.error_code.empty()) {
+    out["error"] = {{"code", job.error_code}, {"message", job.error_message}};
+  }
+  if (!job.log.empty()) {
+    out["log"] = job.log;
+  }
+  if (with_spec) {
+    out["spec"] = job.spec_json;
+  }
+  return out;
+}
+
+std::string job_to_json(const Job& job, bool with_spec) {
+  return cachekey::json_text(job_json(job, with_spec));
+}
+
+tl::expected<Job, std::string> job_from_json(std::string_view text) {
+  const json in = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!in.is_object()) {
+    return tl::unexpected(std::string("job record is not a JSON object"));
+  }
+  try {
+    Job job;
+    job.id = in.at("id").get<std::string>();
+    job.compile_key = in.at("compile_key").get<std::string>();
+    job.keys = in.value("keys", std::vector<std::string>());
+    job.spec_json = in.value("spec", std::string());
+    job.backend = in.value("backend", std::string());
+    job.target = in.value("target", std::string());
+    job.entry = in.value("entry", std::string());
+    job.output = in.value("output", std::string());
+    job.priority = in.value("priority", 0);
+    auto state = parse_job_state(in.at("state").get<std::string>());
+    if (!state) {
+      return tl::unexpected(state.error());
+    }
+    job.state = *state;
+    job.submitted_ms = in.value("submitted_ms", std::int64_t{0});
+    job.started_ms = in.value("started_ms", std::int64_t{0});
+    job.finished_ms = in.value("finished_ms", std::int64_t{0});
+    job.attempts = in.value("attempts", std::uint32_t{0});
+    job.submissions = in.value("submissions", std::uint32_t{1});
+    if (const auto e = in.find("error"); e != in.end() && e->is_object()) {
+      job.error_code = e->value("code", std::string());
+      job.error_message = e->value("message", std::string());
+    }
+    job.log = in.value("log", std::string());
+    job.output_size = in.value("output_size", std::uint64_t{0});
+    job.compile_ms = in.value("compile_ms", std::int64_t{0});
+    return job;
+  } catch (const json::exception& e) {
+    return tl::unexpected(std::string("job record: ") + e.what());
+  }
+}
+
+std::string new_job_id() {
+  std::array<unsigned char, 8> bytes{};
+  RAND_bytes(bytes.data(), static_cast<int>(bytes.size()));
+  std::string id = "j-";
+  for (unsigned char b : bytes) {
+    char hex[3];
+    std::snprintf(hex, sizeof hex, "%02x", b);
+    id += hex;
+  }
+  return id;
+}
+
+} // namespace kcache::service

@@ -1,0 +1,43 @@
+#pragma once
+// Query parameters and response builders shared by the request handler's
+// route files.
+
+#include <kcache/cachekey/json_text.h>
+#include <kcache/cachekey/wire.h>
+#include <kcache/service/request_handler.h>
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <string>
+
+namespace kcache::service {
+
+struct RequestHandler::Query {
+  std::map<std::string, std::string, std::less<>> params;
+  std::string get(std::string_view name, const std::string& fallback = "") const {
+    const auto it = params.find(name);
+    return it == params.end() ? fallback : it->second;
+  }
+};
+
+inline Response make(const Request& req, http::status status, std::string body,
+                     std::string_view content_type) {
+  Response res{status, req.version()};
+  res.set(http::field::server, "kcached");
+  res.set(http::field::content_type, content_type);
+  res.keep_alive(req.keep_alive());
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return res;
+}
+
+inline Response json_response(const Request& req, http::status status, const nlohmann::json& body) {
+  return make(req, status, cachekey::json_text(body), cachekey::wire::kJsonContentType);
+}
+
+inline Response error(const Request& req, http::status status, std::string message) {
+  return json_response(req, status, nlohmann::json{{"error", std::move(message)}});
+}
+
+} // namespace kcache::service

@@ -1,0 +1,105 @@
+// The job queue's order and bound, the job record's JSON, and the journal's
+// durability across reopening.
+
+#include "temp_dir.h"
+
+#include <kcache/service/job.h>
+#include <kcache/service/job_journal.h>
+#include <kcache/service/job_queue.h>
+
+#include <gtest/gtest.h>
+
+namespace kcache::service {
+namespace {
+
+TEST(JobQueue, HighestPriorityFirstThenFifo) {
+  JobQueue q(10);
+  ASSERT_TRUE(q.push("low-1", 0));
+  ASSERT_TRUE(q.push("high", 5));
+  ASSERT_TRUE(q.push("low-2", 0));
+  ASSERT_TRUE(q.push("mid", 1));
+  EXPECT_EQ(q.position("high"), 0U);
+  EXPECT_EQ(q.position("low-2"), 3U);
+  EXPECT_EQ(q.pop(), "high");
+  EXPECT_EQ(q.pop(), "mid");
+  EXPECT_EQ(q.pop(), "low-1");
+  EXPECT_EQ(q.pop(), "low-2");
+  EXPECT_EQ(q.pop(), std::nullopt);
+}
+
+TEST(JobQueue, BoundedUnlessForcedAndRemovable) {
+  JobQueue q(2);
+  EXPECT_TRUE(q.push("a", 0));
+  EXPECT_TRUE(q.push("b", 0));
+  EXPECT_FALSE(q.push("c", 0)) << "a full queue refuses";
+  EXPECT_TRUE(q.push("c", 0, /*force=*/true)) << "jobs resumed from the journal are never dropped";
+  EXPECT_FALSE(q.push("a", 0, true)) << "no duplicates";
+  EXPECT_TRUE(q.remove("b"));
+  EXPECT_FALSE(q.remove("b"));
+  EXPECT_EQ(q.position("b"), std::nullopt);
+  EXPECT_EQ(q.size(), 2U);
+}
+
+Job sample() {
+  Job job;
+  job.id = new_job_id();
+  job.compile_key = "kcc-" + std::string(64, 'a');
+  job.keys = {job.compile_key, "kc1-client"};
+  job.spec_json = R"({"backend":"cpp"})";
+  job.backend = "cpp";
+  job.target = "x86-64-v3";
+  job.entry = "scale";
+  job.output = "shared";
+  job.priority = 3;
+  job.state = JobState::kFailed;
+  job.submitted_ms = 1;
+  job.started_ms = 2;
+  job.finished_ms = 3;
+  job.attempts = 2;
+  job.submissions = 7;
+  job.error_code = "compile-failed";
+  job.error_message = "clang could not compile the source";
+  job.log = "k.cpp:1:9: error: expected expression";
+  job.output_size = 0;
+  job.compile_ms = 36;
+  return job;
+}
+
+TEST(Job, JsonRoundTripKeepsEveryField) {
+  const Job job = sample();
+  auto back = job_from_json(job_to_json(job, /*with_spec=*/true));
+  ASSERT_TRUE(back.has_value()) << back.error();
+  EXPECT_EQ(job_to_json(*back, true), job_to_json(job, true));
+  EXPECT_EQ(job_from_json(job_to_json(job, false))->spec_json, "") << "listings leave the spec out";
+  EXPECT_FALSE(job_from_json("{\"id\": 3}").has_value());
+  EXPECT_FALSE(job_from_json("not json").has_value());
+  EXPECT_NE(new_job_id(), new_job_id());
+}
+
+TEST(JobJournal, RecordsSurviveReopening) {
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "jobs").string();
+  Job a = sample();
+  Job b = sample();
+  b.state = JobState::kRunning;
+  {
+    auto journal = JobJournal::open(path);
+    ASSERT_TRUE(journal.has_value()) << journal.error();
+    ASSERT_TRUE((*journal)->put(a).has_value());
+    ASSERT_TRUE((*journal)->put(b).has_value());
+    b.attempts = 3;
+    ASSERT_TRUE((*journal)->put(b).has_value()) << "a put replaces the record";
+  }
+  auto journal = JobJournal::open(path);
+  ASSERT_TRUE(journal.has_value());
+  auto jobs = (*journal)->load();
+  ASSERT_EQ(jobs.size(), 2U);
+  for (const Job& j : jobs) {
+    EXPECT_EQ(job_to_json(j, true), job_to_json(j.id == a.id ? a : b, true));
+  }
+  ASSERT_TRUE((*journal)->erase(a.id).has_value());
+  EXPECT_EQ((*journal)->load().size(), 1U);
+}
+
+} // namespace
+} // namespace kcache::service
