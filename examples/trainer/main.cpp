@@ -10,7 +10,8 @@
 //
 //   kcache_trainer --phase NAME [--url URL] [--results FILE.jsonl] [--export DIR]
 //   kcache_trainer --table FILE.jsonl        the phases side by side
-//   kcache_trainer --check-exported DIR      run exported CUBINs on this host's GPU
+//
+// --export DIR writes the CUBINs for kcache_gpu_corpus_check on a GPU host.
 
 #include "checks.h"
 #include "corpus.h"
@@ -311,42 +312,6 @@ int print_table(const std::string& path) {
   return 0;
 }
 
-// For the GPU host: CUBINs exported by --export, loaded and checked here.
-int check_exported(const std::string& dir) {
-  std::string why;
-  auto gpu = trainer::GpuChecker::open(why);
-  if (!gpu) {
-    std::fprintf(stderr, "trainer: no GPU: %s\n", why.c_str());
-    return 3;
-  }
-  std::ifstream in(std::filesystem::path(dir) / "corpus.json");
-  const json list = json::parse(in, nullptr, false);
-  if (!list.is_array()) {
-    std::fprintf(stderr, "trainer: no corpus.json in %s\n", dir.c_str());
-    return 2;
-  }
-  std::map<std::string, Kernel> by_name;
-  for (Kernel& k : trainer::build_corpus("x86-64")) {
-    by_name.emplace(k.name, std::move(k));
-  }
-  std::size_t ok = 0;
-  for (const json& e : list) {
-    const auto it = by_name.find(e.value("name", ""));
-    std::ifstream f(std::filesystem::path(dir) / e.value("file", ""), std::ios::binary);
-    const std::string cubin((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (it == by_name.end() || cubin.empty()) {
-      std::printf("%-32s MISSING\n", e.value("name", "?").c_str());
-      continue;
-    }
-    const auto r = gpu->check(it->second, cubin);
-    ok += r.ok;
-    std::printf("%-32s %s  max error %.2e %s\n", it->first.c_str(), r.ok ? "ok  " : "FAIL",
-                r.max_error, r.detail.c_str());
-  }
-  std::printf("%zu/%zu CUDA kernels correct on %s\n", ok, list.size(), gpu->device_name().c_str());
-  return ok == list.size() ? 0 : 1;
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
@@ -359,9 +324,6 @@ int main(int argc, char** argv) {
     const bool has_value = i + 1 < argc;
     if (a == "--table" && has_value) {
       return print_table(argv[++i]);
-    }
-    if (a == "--check-exported" && has_value) {
-      return check_exported(argv[++i]);
     }
     if (a == "--url" && has_value) {
       opt.url = argv[++i];
