@@ -24,8 +24,29 @@ TEST(Config, TheShippedExampleLoads) {
   EXPECT_EQ(c->disk_capacity, 200ULL << 30);
   EXPECT_EQ(c->limits.max_body_bytes, 2ULL << 30);
   EXPECT_EQ(c->limits.idle_timeout, std::chrono::seconds(120));
-  ASSERT_EQ(c->tokens.size(), 3U);
-  EXPECT_EQ(c->tokens[2].role, Role::kAdmin);
+  ASSERT_EQ(c->tokens.size(), 4U);
+  EXPECT_EQ(c->tokens[1].role, Role::kSubmit);
+  EXPECT_EQ(c->tokens[3].role, Role::kAdmin);
+  EXPECT_EQ(c->jobs.workers, 8U);
+  EXPECT_EQ(c->jobs.queue_capacity, 4096U);
+  EXPECT_EQ(c->jobs.negative_ttl, std::chrono::seconds(300));
+  EXPECT_EQ(c->jobs.memory_bytes, 16ULL << 30);
+  EXPECT_EQ(c->jobs.wall_clock, std::chrono::seconds(600));
+}
+
+TEST(Config, JobFlags) {
+  const char* argv[] = {"kcached", "--workers",        "3",    "--queue-capacity",
+                        "9",       "--negative-ttl-s", "5",    "--compile-timeout-s",
+                        "7",       "--worker-memory",  "2GiB", "--worker-binary",
+                        "/w"};
+  auto c = parse_command_line(13, argv);
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_EQ(c->jobs.workers, 3U);
+  EXPECT_EQ(c->jobs.queue_capacity, 9U);
+  EXPECT_EQ(c->jobs.negative_ttl, std::chrono::seconds(5));
+  EXPECT_EQ(c->jobs.wall_clock, std::chrono::seconds(7));
+  EXPECT_EQ(c->jobs.memory_bytes, 2ULL << 30);
+  EXPECT_EQ(c->jobs.worker_binary, "/w");
 }
 
 TEST(Config, FlagsOverrideTheFile) {

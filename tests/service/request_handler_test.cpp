@@ -39,6 +39,14 @@ protected:
   RequestHandler handler_;
 };
 
+TEST_F(HandlerTest, JobRoutesSayWhenThereAreNoWorkers) {
+  auto r = call(http::verb::post, "/v1/jobs", "{}");
+  EXPECT_EQ(r.result(), http::status::service_unavailable);
+  EXPECT_NE(r.body().find("no compile workers"), std::string::npos) << r.body();
+  EXPECT_EQ(call(http::verb::get, "/v1/jobs/j-1?wait_ms=100").result(),
+            http::status::service_unavailable);
+}
+
 TEST_F(HandlerTest, HealthAndUnknownRoutes) {
   EXPECT_EQ(call(http::verb::get, "/healthz").result(), http::status::ok);
   auto r = call(http::verb::get, "/v2/nothing");
@@ -213,8 +221,10 @@ TEST_F(HandlerTest, MetricsCountRequestsAndStoreActivity) {
 class AuthTest : public HandlerTest {
 protected:
   AuthTest()
-      : HandlerTest(
-            {{"r-token", Role::kRead}, {"w-token", Role::kWrite}, {"a-token", Role::kAdmin}}) {}
+      : HandlerTest({{"r-token", Role::kRead},
+                     {"s-token", Role::kSubmit},
+                     {"w-token", Role::kWrite},
+                     {"a-token", Role::kAdmin}}) {}
 };
 
 TEST_F(AuthTest, RolesGateMethods) {
@@ -230,6 +240,24 @@ TEST_F(AuthTest, RolesGateMethods) {
   EXPECT_EQ(call(http::verb::post, "/v1/admin/gc?max_size=0", "", "w-token").result(),
             http::status::forbidden);
   EXPECT_EQ(call(http::verb::delete_, target, "", "a-token").result(), http::status::ok);
+}
+
+// Submitting and cancelling jobs is the submit role's; it may not write the
+// action cache. (This handler has no job manager: past the role check, 503.)
+TEST_F(AuthTest, TheSubmitRoleSubmitsJobsButWritesNothing) {
+  const std::string spec =
+      R"({"spec": {"backend": "cpp", "source": {"name": "a.cpp", "text": ""}}})";
+  EXPECT_EQ(call(http::verb::post, "/v1/jobs", spec, "r-token").result(), http::status::forbidden);
+  EXPECT_EQ(call(http::verb::delete_, "/v1/jobs/j-1", "", "r-token").result(),
+            http::status::forbidden);
+  EXPECT_EQ(call(http::verb::post, "/v1/jobs", spec, "s-token").result(),
+            http::status::service_unavailable);
+  EXPECT_EQ(call(http::verb::delete_, "/v1/jobs/j-1", "", "s-token").result(),
+            http::status::service_unavailable);
+  EXPECT_EQ(call(http::verb::put, "/v1/cas/" + digest_of("b"), "b", "s-token").result(),
+            http::status::forbidden);
+  EXPECT_EQ(call(http::verb::get, "/v1/jobs", "", "r-token").result(),
+            http::status::service_unavailable);
 }
 
 } // namespace

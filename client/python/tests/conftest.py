@@ -33,10 +33,13 @@ class Daemon:
         port_file = self.data_dir / "port"
         port_file.unlink(missing_ok=True)
         self.log = open(self.data_dir / "kcached.log", "ab")
-        self.proc = subprocess.Popen(
-            [_kcached(), "--listen", "127.0.0.1:0", "--data-dir", str(self.data_dir / "data"),
-             "--port-file", str(port_file), "--threads", "2", "--log-level", "warn"],
-            stdout=self.log, stderr=subprocess.STDOUT)
+        args = [_kcached(), "--listen", "127.0.0.1:0", "--data-dir", str(self.data_dir / "data"),
+                "--port-file", str(port_file), "--threads", "2", "--log-level", "warn"]
+        if not os.environ.get("KCACHE_WORKER_BINARY"):
+            # kcached finds the kcache-worker of its own build, maybe a sanitized
+            # one, which cannot run under an address-space limit.
+            args += ["--worker-memory", "0"]
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while not port_file.exists():
             if self.proc.poll() is not None or time.monotonic() > deadline:

@@ -1,0 +1,70 @@
+"""Compile jobs through the Python client: submit, wait, get_or_compile."""
+
+import ctypes
+import os
+import tempfile
+
+import kcache
+
+AXPY = {
+    "backend": "cpp",
+    "source": {
+        "name": "axpy.cpp",
+        "text": 'extern "C" void axpy(float a, const float* x, float* y, int n) {\n'
+        "  for (int i = 0; i < n; ++i) y[i] += a * x[i];\n}\n",
+    },
+    "name_expressions": ["axpy"],
+    "options": ["-O2"],
+    "target": "x86-64-v2",
+    "output": "shared",
+}
+
+
+def test_get_or_compile_compiles_then_hits(daemon):
+    c = kcache.Client(daemon.url, fail_open=False)
+    first = c.get_or_compile("py-axpy", AXPY)
+    assert first.outcome == "compiled", first.info
+    assert first.binary.startswith(b"\x7fELF")
+    assert first.lowered_names == {"axpy": "axpy"}
+
+    # The shared object from the cache loads and computes.
+    with tempfile.NamedTemporaryFile(suffix=".so") as f:
+        f.write(first.binary)
+        f.flush()
+        lib = ctypes.CDLL(f.name)
+        x = (ctypes.c_float * 3)(1, 2, 3)
+        y = (ctypes.c_float * 3)(10, 20, 30)
+        lib.axpy(ctypes.c_float(2), x, y, 3)
+        assert list(y) == [12, 24, 36]
+
+    second = c.get_or_compile("py-axpy", AXPY)
+    assert second.outcome == "hit"
+    assert second.binary == first.binary
+
+
+def test_async_policy_returns_at_once_and_a_later_call_hits(daemon):
+    c = kcache.Client(daemon.url, fail_open=False)
+    spec = dict(AXPY, options=["-O1"])
+    pending = c.get_or_compile("py-async", spec, wait=False)
+    assert pending.outcome == "pending"
+    assert pending.binary is None
+    job = c.wait(pending.job["id"], timeout_s=60)
+    assert job["state"] == "succeeded", job
+    assert c.get_or_compile("py-async", spec, wait=False).outcome == "hit"
+
+
+def test_compile_errors_come_back_with_the_log(daemon):
+    c = kcache.Client(daemon.url, fail_open=False)
+    broken = dict(AXPY, source={"name": "bad.cpp", "text": "int f() { return nope; }"})
+    result = c.get_or_compile("py-broken", broken)
+    assert result.outcome == "failed"
+    assert "nope" in result.job["log"]
+    again = c.submit(broken, key="py-broken")
+    assert again["status"] == "failed-recently"
+
+
+def test_compile_fails_open_without_a_daemon():
+    c = kcache.Client("http://127.0.0.1:1", timeout_ms=300)
+    result = c.get_or_compile("py-nowhere", AXPY)
+    assert result.outcome == "error" and result.binary is None
+    assert c.errors == 1
