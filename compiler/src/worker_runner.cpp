@@ -76,7 +76,7 @@ struct WorkerRunner::Exchange {
 };
 
 WorkerRunner::Exchange WorkerRunner::exchange(const std::vector<std::string>& args,
-                                              const std::string& input, std::stop_token stop,
+                                              const std::string& input, const std::stop_token& stop,
                                               bool limit_memory) const {
   Exchange x;
   Pipe in, out, err;
@@ -93,6 +93,7 @@ WorkerRunner::Exchange WorkerRunner::exchange(const std::vector<std::string>& ar
   std::vector<std::string> storage = {worker_binary_};
   storage.insert(storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
+  argv.reserve(storage.size() + 1);
   for (std::string& a : storage) {
     argv.push_back(a.data());
   }
@@ -182,8 +183,8 @@ WorkerRunner::Exchange WorkerRunner::exchange(const std::vector<std::string>& ar
   return x;
 }
 
-WorkerOutcome WorkerRunner::run(const CompileSpec& spec, std::stop_token stop) const {
-  Exchange x = exchange({}, spec_to_json(spec), std::move(stop), /*limit_memory=*/true);
+WorkerOutcome WorkerRunner::run(const CompileSpec& spec, const std::stop_token& stop) const {
+  Exchange x = exchange({}, spec_to_json(spec), stop, /*limit_memory=*/true);
   if (!x.started) {
     return WorkerOutcome{
         tl::unexpected(CompileError{CompileError::Code::kInternal, x.start_error, {}}), {}};

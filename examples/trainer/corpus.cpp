@@ -4,7 +4,6 @@ namespace kcache::trainer {
 namespace {
 
 using compiler::Backend;
-using compiler::CompileSpec;
 using compiler::OutputKind;
 
 // Shared by the CUDA and the C++ kernels, passed as an in-memory header.
@@ -280,13 +279,13 @@ public:
   explicit CorpusBuilder(std::string cpu_target) : cpu_target_(std::move(cpu_target)) {}
 
   void cuda(std::string name, Family family, std::string op, std::string body,
-            std::vector<std::string> defines, int block = 256, int vec = 1, int tile = 16) {
+            const std::vector<std::string>& defines, int block = 256, int vec = 1, int tile = 16) {
     Kernel k{std::move(name), family, Device::kCuda, std::move(op), block, vec, tile, {}, {}};
     k.spec.backend = Backend::kCuda;
     k.spec.source = {"kernel.cu", std::move(body)};
     k.spec.headers = {{"ops.h", kOpsHeader}};
     k.spec.options = {"--use_fast_math", "-std=c++17"};
-    for (std::string& d : defines) {
+    for (const std::string& d : defines) {
       k.spec.options.push_back("-D" + d);
     }
     k.spec.target = "sm_90a";
@@ -297,7 +296,7 @@ public:
   }
 
   void cpu(std::string name, Family family, std::string op, Backend backend, std::string body,
-           std::vector<std::string> defines, int tile = 16) {
+           const std::vector<std::string>& defines, int tile = 16) {
     Kernel k{std::move(name), family, Device::kCpu, std::move(op), 0, 1, tile, {}, {}};
     k.spec.backend = backend;
     k.spec.source = {backend == Backend::kCpp ? "kernel.cpp" : "kernel.ll", std::move(body)};
@@ -305,7 +304,7 @@ public:
       k.spec.headers = {{"ops.h", kOpsHeader}};
     }
     k.spec.options = {"-O3"};
-    for (std::string& d : defines) {
+    for (const std::string& d : defines) {
       k.spec.options.push_back("-D" + d);
     }
     k.spec.target = cpu_target_;

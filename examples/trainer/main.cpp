@@ -94,6 +94,7 @@ int run_phase(const Options& opt) {
   const std::string cpu_class = cachekey::hardware_class(cpu).binary_class;
   const std::vector<Kernel> corpus = trainer::build_corpus(cpu_target(cpu));
   std::vector<std::string> keys;
+  keys.reserve(corpus.size());
   for (const Kernel& k : corpus) {
     keys.push_back(key_of(k, cpu_class));
   }

@@ -86,10 +86,10 @@ JobManager::create(const JobsConfig& config, const std::string& journal_dir, sto
   manager->recover();
   for (unsigned i = 0; i < config.workers; ++i) {
     manager->workers_.emplace_back(
-        [m = manager.get()](std::stop_token stop) { m->worker_loop(std::move(stop)); });
+        [m = manager.get()](const std::stop_token& stop) { m->worker_loop(stop); });
   }
   manager->housekeeper_ = std::jthread(
-      [m = manager.get()](std::stop_token stop) { m->housekeeping_loop(std::move(stop)); });
+      [m = manager.get()](const std::stop_token& stop) { m->housekeeping_loop(stop); });
   return manager;
 }
 
@@ -379,7 +379,7 @@ void JobManager::shutdown() {
   }
 }
 
-void JobManager::worker_loop(std::stop_token stop) {
+void JobManager::worker_loop(const std::stop_token& stop) {
   while (true) {
     std::string id;
     {
@@ -569,7 +569,7 @@ void JobManager::journal_locked(const Job& job) {
   }
 }
 
-void JobManager::housekeeping_loop(std::stop_token stop) {
+void JobManager::housekeeping_loop(const std::stop_token& stop) {
   std::unique_lock lock(mu_);
   while (!stop.stop_requested() && !stopping_) {
     auto next = Clock::now() + std::chrono::seconds(1);

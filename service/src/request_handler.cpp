@@ -185,7 +185,7 @@ Response RequestHandler::handle(const Request& request) {
   return respond_now(request, prepare(request));
 }
 
-void RequestHandler::handle_async(const Request& request, Responder respond) {
+void RequestHandler::handle_async(const Request& request, const Responder& respond) {
   Prepared prepared = prepare(request);
   std::int64_t wait_ms = 0;
   if (!prepared.rejected && jobs_ != nullptr && request.method() == http::verb::get &&
@@ -204,7 +204,7 @@ void RequestHandler::handle_async(const Request& request, Responder respond) {
   jobs_->wait(
       id, deadline,
       [this, respond, id, start, version = request.version(),
-       keep_alive = request.keep_alive()](std::optional<Job> job) {
+       keep_alive = request.keep_alive()](const std::optional<Job>& job) {
         Request shape{http::verb::get, "/", version};
         shape.keep_alive(keep_alive);
         Response response = job_response(shape, job, id);

@@ -98,8 +98,8 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
                                                        config.tokens, service->jobs_.get());
   service->server_ = std::make_unique<HttpServer>(
       service->io_,
-      [handler = service->handler_.get()](Request&& r, Responder respond) {
-        handler->handle_async(r, std::move(respond));
+      [handler = service->handler_.get()](Request&& r, const Responder& respond) {
+        handler->handle_async(r, respond);
       },
       config.limits);
   if (config.listen.empty() && config.unix_socket.empty()) {

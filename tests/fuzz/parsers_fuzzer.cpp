@@ -7,6 +7,9 @@
 #include <kcache/cachekey/guards.h>
 #include <kcache/cachekey/key_manifest.h>
 #include <kcache/cachekey/wire.h>
+#include <kcache/compiler/compile_spec.h>
+#include <kcache/compiler/worker_protocol.h>
+#include <kcache/service/job.h>
 #include <kcache/storage/artifact_store.h>
 #include <kcache/storage/value_frame.h>
 
@@ -19,6 +22,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   const std::string_view input(reinterpret_cast<const char*>(data + 1), size - 1);
+  // First bytes from 0xF0 pick the job-side parsers (the older seeds keep theirs).
+  if (data[0] >= 0xF0) {
+    switch (data[0] % 4) {
+    case 0:
+      (void)kcache::compiler::spec_from_json(input);
+      break;
+    case 1:
+      (void)kcache::service::job_from_json(input);
+      break;
+    case 2:
+      (void)kcache::compiler::decode_worker_outcome(input);
+      break;
+    default:
+      (void)kcache::compiler::decode_toolchains(input);
+      break;
+    }
+    return 0;
+  }
   switch (data[0] % 6) {
   case 0:
     (void)kcache::cachekey::wire::decode_parts(input);

@@ -29,7 +29,7 @@ public:
       : worker_binary_(std::move(worker_binary)), limits_(limits) {}
 
   // A stop request kills the worker and fails the compile with kCancelled.
-  WorkerOutcome run(const CompileSpec& spec, std::stop_token stop = {}) const;
+  WorkerOutcome run(const CompileSpec& spec, const std::stop_token& stop = {}) const;
   // What every backend built into the worker would key a compile with.
   tl::expected<Toolchains, std::string> toolchains() const;
   const WorkerLimits& limits() const { return limits_; }
@@ -38,7 +38,7 @@ public:
 private:
   struct Exchange;
   Exchange exchange(const std::vector<std::string>& args, const std::string& input,
-                    std::stop_token stop, bool limit_memory) const;
+                    const std::stop_token& stop, bool limit_memory) const;
 
   std::string worker_binary_;
   WorkerLimits limits_;

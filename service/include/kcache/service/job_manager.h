@@ -111,8 +111,8 @@ private:
 
   void recover();
   std::optional<SubmitResult> lookup_cached(const std::string& key, const std::string& compile_key);
-  void worker_loop(std::stop_token stop);
-  void housekeeping_loop(std::stop_token stop);
+  void worker_loop(const std::stop_token& stop);
+  void housekeeping_loop(const std::stop_token& stop);
   void run_job(const std::string& id);
   void publish(const std::string& id, const compiler::CompileResult& result,
                const std::map<std::string, std::string>& toolchain);

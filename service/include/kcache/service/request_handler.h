@@ -88,7 +88,7 @@ public:
   // Answers at once; a job long-poll answers with the job's current state.
   Response handle(const Request& request);
   // As handle(), but a job long-poll answers when the job finishes or its wait ends.
-  void handle_async(const Request& request, Responder respond);
+  void handle_async(const Request& request, const Responder& respond);
 
   static constexpr std::int64_t kMaxWaitMs = 120'000;
 
