@@ -205,74 +205,53 @@ extern "C" void gemm(const float* A, const float* B, const float* bias, float* C
 }
 )";
 
-// Hand-written LLVM IR: the llvm-ir backend's corpus.
-constexpr const char* kIrUnary = R"(
-define void @unary(ptr noalias %x, ptr noalias %y, i32 %n) {
+// Hand-written LLVM IR, the llvm-ir backend's corpus: an elementwise loop
+// over i < n, whose body reads element %idx and stores %r.
+std::string ir_loop(const std::string& signature, const std::string& body) {
+  return "define void " + signature + R"( {
 entry:
   %any = icmp sgt i32 %n, 0
   br i1 %any, label %loop, label %exit
 loop:
   %i = phi i32 [ 0, %entry ], [ %next, %loop ]
   %idx = zext i32 %i to i64
+)" + body +
+         R"(
+  %next = add nuw nsw i32 %i, 1
+  %done = icmp eq i32 %next, %n
+  br i1 %done, label %exit, label %loop
+exit:
+  ret void
+}
+)";
+}
+
+const std::string kIrUnary = ir_loop("@unary(ptr noalias %x, ptr noalias %y, i32 %n)", R"(
   %px = getelementptr inbounds float, ptr %x, i64 %idx
   %v = load float, ptr %px
   %pos = fcmp ogt float %v, 0.0
   %r = select i1 %pos, float %v, float 0.0
   %py = getelementptr inbounds float, ptr %y, i64 %idx
-  store float %r, ptr %py
-  %next = add nuw nsw i32 %i, 1
-  %done = icmp eq i32 %next, %n
-  br i1 %done, label %exit, label %loop
-exit:
-  ret void
-}
-)";
+  store float %r, ptr %py)");
 
-constexpr const char* kIrBinary = R"(
-define void @binary(ptr noalias %a, ptr noalias %b, ptr noalias %y, i32 %n) {
-entry:
-  %any = icmp sgt i32 %n, 0
-  br i1 %any, label %loop, label %exit
-loop:
-  %i = phi i32 [ 0, %entry ], [ %next, %loop ]
-  %idx = zext i32 %i to i64
+const std::string kIrBinary =
+    ir_loop("@binary(ptr noalias %a, ptr noalias %b, ptr noalias %y, i32 %n)", R"(
   %pa = getelementptr inbounds float, ptr %a, i64 %idx
   %pb = getelementptr inbounds float, ptr %b, i64 %idx
   %va = load float, ptr %pa
   %vb = load float, ptr %pb
-  %s = fmul float %va, %vb
+  %r = fmul float %va, %vb
   %py = getelementptr inbounds float, ptr %y, i64 %idx
-  store float %s, ptr %py
-  %next = add nuw nsw i32 %i, 1
-  %done = icmp eq i32 %next, %n
-  br i1 %done, label %exit, label %loop
-exit:
-  ret void
-}
-)";
+  store float %r, ptr %py)");
 
-constexpr const char* kIrSaxpy = R"(
-define void @saxpy(float %a, ptr noalias %x, ptr noalias %y, i32 %n) {
-entry:
-  %any = icmp sgt i32 %n, 0
-  br i1 %any, label %loop, label %exit
-loop:
-  %i = phi i32 [ 0, %entry ], [ %next, %loop ]
-  %idx = zext i32 %i to i64
+const std::string kIrSaxpy = ir_loop("@saxpy(float %a, ptr noalias %x, ptr noalias %y, i32 %n)", R"(
   %px = getelementptr inbounds float, ptr %x, i64 %idx
   %py = getelementptr inbounds float, ptr %y, i64 %idx
   %vx = load float, ptr %px
   %vy = load float, ptr %py
   %m = fmul float %a, %vx
-  %s = fadd float %m, %vy
-  store float %s, ptr %py
-  %next = add nuw nsw i32 %i, 1
-  %done = icmp eq i32 %next, %n
-  br i1 %done, label %exit, label %loop
-exit:
-  ret void
-}
-)";
+  %r = fadd float %m, %vy
+  store float %r, ptr %py)");
 
 class CorpusBuilder {
 public:
