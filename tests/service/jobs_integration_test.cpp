@@ -204,6 +204,36 @@ TEST(Jobs, ATimeoutFailsOnlyItsJob) {
   EXPECT_TRUE(c->exists("kc1-fine").value_or(false)) << "the daemon still serves";
 }
 
+TEST(Jobs, AMemoryLimitKillFailsOnlyItsJob) {
+  const char* env = std::getenv("KCACHE_WORKER_BINARY");
+  if (env == nullptr || *env == '\0') {
+    GTEST_SKIP()
+        << "needs an uninstrumented kcache-worker (KCACHE_WORKER_BINARY; scripts/test sets "
+           "it): a sanitized one cannot run under an address-space limit";
+  }
+  KcachedProcess kcached({"--worker-binary", env, "--worker-memory", "1GiB"});
+  auto c = connect(kcached.url());
+  CompileRequest hog;
+  hog.key = "kc1-hog";
+  // clang materializing a 200M-element constexpr array: gigabytes of APValues.
+  hog.spec_json = cpp_spec(R"(
+struct Big { int v[200000000]; };
+constexpr Big make() { Big b{}; for (int i = 0; i < 200000000; ++i) b.v[i] = i; return b; }
+constexpr Big big = make();
+extern "C" int get(int i) { return big.v[i]; })",
+                           {"-fconstexpr-steps=2147483647"}, "object");
+  auto out = c->get_or_compile(hog);
+  ASSERT_TRUE(out.has_value()) << out.error().message;
+  ASSERT_EQ(out->kind, CompileOutcome::Kind::kFailed);
+  EXPECT_NE(out->job->error_message.find("memory"), std::string::npos) << out->job->error_message;
+  CompileRequest fine;
+  fine.key = "kc1-after-hog";
+  fine.spec_json = cpp_spec("extern \"C\" int fine() { return 2; }");
+  auto next = c->get_or_compile(fine);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->kind, CompileOutcome::Kind::kCompiled) << "the next job is unaffected";
+}
+
 TEST(Jobs, AWorkerCrashFailsOnlyItsJob) {
   KcachedProcess kcached({"--worker-binary", testing::built_binary("crashing_worker")});
   auto c = connect(kcached.url());
