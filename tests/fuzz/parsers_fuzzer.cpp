@@ -8,6 +8,7 @@
 #include <kcache/cachekey/key_manifest.h>
 #include <kcache/cachekey/wire.h>
 #include <kcache/compiler/compile_spec.h>
+#include <kcache/compiler/expression.h>
 #include <kcache/compiler/worker_protocol.h>
 #include <kcache/service/job.h>
 #include <kcache/storage/artifact_store.h>
@@ -24,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view input(reinterpret_cast<const char*>(data + 1), size - 1);
   // First bytes from 0xF0 pick the job-side parsers (the older seeds keep theirs).
   if (data[0] >= 0xF0) {
-    switch (data[0] % 4) {
+    switch (data[0] % 5) {
     case 0:
       (void)kcache::compiler::spec_from_json(input);
       break;
@@ -34,8 +35,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 2:
       (void)kcache::compiler::decode_worker_outcome(input);
       break;
-    default:
+    case 3:
       (void)kcache::compiler::decode_toolchains(input);
+      break;
+    default:
+      if (auto e = kcache::compiler::Expression::parse(input)) {
+        (void)e->evaluate({{"BM", 64}, {"BN", -3}, {"M", 9223372036854775807LL}});
+      }
       break;
     }
     return 0;
