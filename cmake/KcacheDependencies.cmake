@@ -7,6 +7,7 @@ find_package(RocksDB REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
+pkg_check_modules(LIBFFI REQUIRED IMPORTED_TARGET libffi)
 
 # The CUDA Toolkit is optional: the compiler backends that need it are built
 # only where it is found. Nothing at configure time needs a GPU.

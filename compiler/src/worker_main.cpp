@@ -3,7 +3,10 @@
 // WorkerRunner with CPU-time and memory limits: a compiler that crashes,
 // loops or eats memory takes down this process only.
 
+#include "cpu_bench.h"
+
 #include <kcache/compiler/backends.h>
+#include <kcache/compiler/bench_protocol.h>
 #include <kcache/compiler/worker_protocol.h>
 
 #include <cstdio>
@@ -27,6 +30,30 @@ int print_toolchains() {
   return std::cout.flush() ? 0 : 1;
 }
 
+// `kcache-worker --bench`: benchmarks autotune variants (bench_protocol.h).
+int run_bench(const std::string& input) {
+  using namespace kcache::compiler;
+  auto request = decode_bench_request(input);
+  if (!request) {
+    std::cerr << "kcache-worker: " << request.error() << "\n";
+    return 2;
+  }
+  if (request->device != "cpu") {
+    // GPU variants are benchmarked by GPU workers through the driver API.
+    for (const BenchVariant& v : request->variants) {
+      const std::string line =
+          encode_bench_result(
+              {v.id, "error", 0, 0, 0,
+               "this worker benchmarks on the CPU only, not '" + request->device + "'"}) +
+          "\n";
+      std::fwrite(line.data(), 1, line.size(), stdout);
+    }
+    return std::fflush(stdout) == 0 ? 0 : 1;
+  }
+  run_cpu_bench(*request, stdout);
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -34,13 +61,18 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::string_view(argv[1]) == "--toolchains") {
     return print_toolchains();
   }
-  if (argc != 1) {
-    std::cerr << "usage: kcache-worker [--toolchains] < spec.json > outcome\n"
-                 "  Compiles one CompileSpec read from stdin (run by kcached).\n";
+  const bool bench = argc == 2 && std::string_view(argv[1]) == "--bench";
+  if (argc != 1 && !bench) {
+    std::cerr << "usage: kcache-worker [--toolchains | --bench] < request > outcome\n"
+                 "  Compiles one CompileSpec read from stdin (run by kcached), or with\n"
+                 "  --bench benchmarks autotune variants (bench_protocol.h).\n";
     return 2;
   }
   const std::string input((std::istreambuf_iterator<char>(std::cin)),
                           std::istreambuf_iterator<char>());
+  if (bench) {
+    return run_bench(input);
+  }
   kcache::cachekey::ToolchainFingerprint toolchain;
   CompileOutcome outcome = tl::unexpected(CompileError{});
   auto spec = spec_from_json(input);

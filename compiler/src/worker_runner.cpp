@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <map>
 
 namespace kcache::compiler {
 namespace {
@@ -234,6 +235,63 @@ WorkerOutcome WorkerRunner::run(const CompileSpec& spec, const std::stop_token& 
     return failure(std::move(message), tail(errors));
   }
   return decode_worker_outcome(x.reply);
+}
+
+std::vector<BenchResult> WorkerRunner::bench(const BenchRequest& request,
+                                             const std::stop_token& stop) const {
+  std::map<std::string, BenchResult> results;
+  BenchRequest pending = request;
+  while (!pending.variants.empty()) {
+    Exchange x = exchange({"--bench"}, encode_bench_request(pending), stop, /*limit_memory=*/true);
+    std::size_t reported = 0;
+    std::size_t start = 0;
+    for (std::size_t end; (end = x.reply.find('\n', start)) != std::string::npos; start = end + 1) {
+      auto r = decode_bench_result(std::string_view(x.reply).substr(start, end - start));
+      if (r) {
+        results[r->id] = std::move(*r);
+        ++reported;
+      }
+    }
+    if (reported >= pending.variants.size()) {
+      break;
+    }
+    // The process ended early: the first unreported variant took it down.
+    std::string why =
+        x.cancelled   ? "the job was cancelled"
+        : x.timed_out ? "exceeded the wall-clock limit of " +
+                            std::to_string(limits_.wall_clock.count()) + " ms"
+        : !x.started ? x.start_error
+        : WIFSIGNALED(x.status)
+            ? std::string("crashed with signal ") + ::strsignal(WTERMSIG(x.status))
+            : "the bench worker exited with status " + std::to_string(WEXITSTATUS(x.status));
+    if (!x.errors.empty()) {
+      why += ": " + tail(x.errors, 400);
+    }
+    std::vector<BenchVariant> rest;
+    bool blamed = false;
+    for (BenchVariant& v : pending.variants) {
+      if (results.contains(v.id)) {
+        continue;
+      }
+      if (!blamed || x.cancelled || !x.started) {
+        // The first unreported variant was running when the process ended;
+        // after a cancel or a failed start, none of the rest will run either.
+        results[v.id] = BenchResult{v.id, "error", 0, 0, 0, why};
+        blamed = true;
+        continue;
+      }
+      rest.push_back(std::move(v));
+    }
+    pending.variants = std::move(rest);
+  }
+  std::vector<BenchResult> out;
+  out.reserve(request.variants.size());
+  for (const BenchVariant& v : request.variants) {
+    const auto it = results.find(v.id);
+    out.push_back(it != results.end() ? it->second
+                                      : BenchResult{v.id, "error", 0, 0, 0, "no result"});
+  }
+  return out;
 }
 
 tl::expected<Toolchains, std::string> WorkerRunner::toolchains() const {

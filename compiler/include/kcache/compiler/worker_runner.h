@@ -5,6 +5,7 @@
 // diagnostic; the calling process (kcached) is never at risk. Links no
 // compiler: only the worker does.
 
+#include <kcache/compiler/bench_protocol.h>
 #include <kcache/compiler/worker_protocol.h>
 
 #include <chrono>
@@ -30,6 +31,11 @@ public:
 
   // A stop request kills the worker and fails the compile with kCancelled.
   WorkerOutcome run(const CompileSpec& spec, const std::stop_token& stop = {}) const;
+  // Benchmarks the variants in `kcache-worker --bench` processes: a variant
+  // that crashes or hangs its process is recorded as an error and the rest go
+  // on in a fresh one. One result per variant, in order.
+  std::vector<BenchResult> bench(const BenchRequest& request,
+                                 const std::stop_token& stop = {}) const;
   // What every backend built into the worker would key a compile with.
   tl::expected<Toolchains, std::string> toolchains() const;
   const WorkerLimits& limits() const { return limits_; }
