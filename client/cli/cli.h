@@ -51,6 +51,9 @@ std::string url_encode(std::string_view s);
 // A progress bar on stderr when it is a terminal.
 void progress(const char* what, std::size_t done, std::size_t total);
 
+// An autotune search's table: every variant, its status, time and error.
+void print_tuning_table(const json& table);
+
 // Job commands (jobs_commands.cpp).
 int cmd_jobs(Cli& cli);
 int cmd_job(Cli& cli);

@@ -53,9 +53,14 @@ void print_jobs_table(const json& jobs) {
   const std::int64_t now = now_ms();
   for (const json& j : jobs) {
     const bool finished = j.value("finished_ms", 0LL) > 0;
-    t.row({j.value("id", ""), j.value("state", ""), j.value("backend", ""),
-           cut(j.value("entry", ""), 32), j.value("target", ""),
-           std::to_string(j.value("priority", 0)), format_age(j.value("submitted_ms", 0LL), now),
+    std::string entry = cut(j.value("entry", ""), 32);
+    if (j.contains("progress")) {
+      entry += " (autotune " + std::to_string(j["progress"].value("done", 0)) + "/" +
+               std::to_string(j["progress"].value("total", 0)) + ")";
+    }
+    t.row({j.value("id", ""), j.value("state", ""), j.value("backend", ""), entry,
+           j.value("target", ""), std::to_string(j.value("priority", 0)),
+           format_age(j.value("submitted_ms", 0LL), now),
            finished ? millis(j.value("compile_ms", 0LL)) : "-",
            finished ? cachekey::format_size(j.value("output_size", 0ULL)) : "-",
            std::to_string(j.value("submissions", 1)),
@@ -78,6 +83,8 @@ int watch(Cli& cli) {
       return rc;
     }
     std::size_t done = 0, failed = 0, running = 0, queued = 0;
+    // Autotune searches: their variant steps (compiled, benchmarked).
+    std::size_t steps_done = 0, steps_total = 0;
     for (const json& j : doc["jobs"]) {
       const std::string state = j.value("state", "");
       const bool active = state == "queued" || state == "running";
@@ -92,6 +99,10 @@ int watch(Cli& cli) {
       running += state == "running";
       done += !active;
       failed += state == "failed" || state == "cancelled";
+      if (j.contains("progress")) {
+        steps_done += j["progress"].value("done", std::size_t{0});
+        steps_total += j["progress"].value("total", std::size_t{0});
+      }
     }
     const std::size_t total = tracked.size();
     if (cli.json_output) {
@@ -99,7 +110,9 @@ int watch(Cli& cli) {
                                                         {"total", total},
                                                         {"running", running},
                                                         {"queued", queued},
-                                                        {"failed", failed}});
+                                                        {"failed", failed},
+                                                        {"variant_steps_done", steps_done},
+                                                        {"variant_steps_total", steps_total}});
       if (line != last_line) {
         std::cout << line << std::endl;
         last_line = line;
@@ -107,13 +120,21 @@ int watch(Cli& cli) {
     } else if (tty) {
       constexpr std::size_t kWidth = 30;
       const std::size_t filled = total == 0 ? kWidth : done * kWidth / total;
-      std::fprintf(stderr, "\rjobs [%s%s] %zu/%zu done, %zu running, %zu queued, %zu failed   ",
+      std::fprintf(stderr, "\rjobs [%s%s] %zu/%zu done, %zu running, %zu queued, %zu failed%s   ",
                    std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(),
-                   done, total, running, queued, failed);
+                   done, total, running, queued, failed,
+                   steps_total == 0 ? ""
+                                    : (", autotune " + std::to_string(steps_done) + "/" +
+                                       std::to_string(steps_total) + " variant steps")
+                                          .c_str());
     } else {
-      char line[160];
-      std::snprintf(line, sizeof line, "%zu/%zu done, %zu running, %zu queued, %zu failed", done,
-                    total, running, queued, failed);
+      char line[256];
+      std::snprintf(line, sizeof line, "%zu/%zu done, %zu running, %zu queued, %zu failed%s", done,
+                    total, running, queued, failed,
+                    steps_total == 0 ? ""
+                                     : (", autotune " + std::to_string(steps_done) + "/" +
+                                        std::to_string(steps_total) + " variant steps")
+                                           .c_str());
       if (line != last_line) {
         std::printf("%s\n", line);
         std::fflush(stdout);
@@ -157,6 +178,53 @@ void print_job(const json& j) {
 }
 
 } // namespace
+
+void print_tuning_table(const json& table) {
+  if (!table.is_object() || !table.contains("rows")) {
+    return;
+  }
+  Table t;
+  t.column("VARIANT");
+  t.column("STATUS");
+  t.column("MEDIAN", Table::Align::kRight);
+  t.column("VS BEST", Table::Align::kRight);
+  t.column("ROUNDS", Table::Align::kRight);
+  t.column("ERROR");
+  const std::string winner = table["winner"].is_string() ? table["winner"].get<std::string>() : "";
+  double best = 0;
+  for (const json& row : table["rows"]) {
+    if (row.value("id", "") == winner) {
+      best = row.value("median_us", 0.0);
+    }
+  }
+  std::vector<const json*> rows;
+  for (const json& row : table["rows"]) {
+    rows.push_back(&row);
+  }
+  // Timed variants first, fastest first; then the rest as they came.
+  std::stable_sort(rows.begin(), rows.end(), [](const json* a, const json* b) {
+    const double ta = a->value("median_us", 0.0), tb = b->value("median_us", 0.0);
+    return ta > 0 && (tb == 0 || ta < tb);
+  });
+  for (const json* row : rows) {
+    const double us = row->value("median_us", 0.0);
+    char time[32] = "-", ratio[32] = "-";
+    if (us > 0) {
+      std::snprintf(time, sizeof time, "%.1f us", us);
+      if (best > 0) {
+        std::snprintf(ratio, sizeof ratio, "%.2fx", us / best);
+      }
+    }
+    const std::string id = row->value("id", "");
+    t.row({id == winner ? id + " (winner)" : id, row->value("status", ""), time, ratio,
+           std::to_string(row->value("rounds", 0)), cut(row->value("error", ""), 60)});
+  }
+  std::printf("\nautotune: %zu variants, winner %s, %zu benchmarked (%zu timed runs) in %.2f s\n",
+              table["rows"].size(), winner.empty() ? "none" : winner.c_str(),
+              table.value("benchmarked", std::size_t{0}), table.value("timed_runs", std::size_t{0}),
+              table.value("bench_seconds", 0.0));
+  std::cout << t.render();
+}
 
 int cmd_jobs(Cli& cli) {
   if (!cli.args.empty() && cli.args.front() == "watch") {

@@ -160,8 +160,14 @@ int cmd_show(Cli& cli) {
   if (!doc["metadata"].empty()) {
     std::cout << "\nmetadata\n";
     for (const auto& [k, v] : doc["metadata"].items()) {
+      if (k == "autotune_table") {
+        continue; // printed as a table below
+      }
       std::cout << "  " << k << " = "
                 << (v.is_string() ? v.get<std::string>() : kcache::cachekey::json_text(v)) << "\n";
+    }
+    if (const auto table = doc["metadata"].find("autotune_table"); table != doc["metadata"].end()) {
+      print_tuning_table(json::parse(table->get<std::string>(), nullptr, false));
     }
   }
   if (doc.contains("manifest")) {

@@ -41,6 +41,7 @@ tl::expected<JobState, std::string> parse_job_state(std::string_view name) {
 
 json job_json(const Job& job, bool with_spec) {
   json out{{"id", job.id},
+           {"kind", job.kind},
            {"compile_key", job.compile_key},
            {"keys", job.keys},
            {"backend", job.backend},
@@ -62,6 +63,13 @@ json job_json(const Job& job, bool with_spec) {
   if (!job.log.empty()) {
     out["log"] = job.log;
   }
+  if (!job.parents.empty()) {
+    out["parents"] = job.parents;
+  }
+  if (job.kind == "autotune") {
+    out["tuning_class"] = job.tuning_class;
+    out["progress"] = {{"done", job.progress_done}, {"total", job.progress_total}};
+  }
   if (with_spec) {
     out["spec"] = job.spec_json;
   }
@@ -80,6 +88,13 @@ tl::expected<Job, std::string> job_from_json(std::string_view text) {
   try {
     Job job;
     job.id = in.at("id").get<std::string>();
+    job.kind = in.value("kind", std::string("compile"));
+    job.parents = in.value("parents", std::vector<std::string>());
+    job.tuning_class = in.value("tuning_class", std::string());
+    if (const auto p = in.find("progress"); p != in.end() && p->is_object()) {
+      job.progress_done = p->value("done", std::size_t{0});
+      job.progress_total = p->value("total", std::size_t{0});
+    }
     job.compile_key = in.at("compile_key").get<std::string>();
     job.keys = in.value("keys", std::vector<std::string>());
     job.spec_json = in.value("spec", std::string());

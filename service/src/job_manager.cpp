@@ -1,4 +1,6 @@
+#include <kcache/cachekey/hardware.h>
 #include <kcache/cachekey/json_text.h>
+#include <kcache/cachekey/sha256.h>
 #include <kcache/cachekey/wire.h>
 #include <kcache/service/job_manager.h>
 
@@ -97,6 +99,7 @@ JobManager::JobManager(PrivateTag, const JobsConfig& config, compiler::WorkerRun
                        compiler::Toolchains toolchains, std::unique_ptr<JobJournal> journal,
                        storage::Store& store, MetricsRegistry& metrics)
     : config_(config), runner_(std::move(runner)), toolchains_(std::move(toolchains)),
+      host_tuning_class_(cachekey::hardware_class(cachekey::detect_cpu()).tuning_class),
       journal_(std::move(journal)), artifacts_(store), queue_(config.queue_capacity),
       compiles_ok_(metrics.counter("kcache_compiles_total", "Compiles run by workers",
                                    {{"result", "succeeded"}})),
@@ -127,7 +130,8 @@ void JobManager::recover() {
   std::sort(jobs.begin(), jobs.end(),
             [](const Job& a, const Job& b) { return a.submitted_ms < b.submitted_ms; });
   std::size_t resumed = 0;
-  std::lock_guard lock(mu_);
+  std::vector<std::string> searches; // autotune jobs restart from their search
+  std::unique_lock lock(mu_);
   for (Job& job : jobs) {
     if (!is_finished(job.state)) {
       if (job.attempts >= config_.max_attempts) {
@@ -140,7 +144,11 @@ void JobManager::recover() {
         journal_locked(job);
       } else {
         job.state = JobState::kQueued;
-        queue_.push(job.id, job.priority, /*force=*/true);
+        if (job.kind == "autotune") {
+          searches.push_back(job.id);
+        } else {
+          queue_.push(job.id, job.priority, /*force=*/true);
+        }
         active_by_key_[job.compile_key] = job.id;
         ++resumed;
       }
@@ -150,6 +158,10 @@ void JobManager::recover() {
     if (is_finished(jobs_[id].state)) {
       remember_finished_locked(jobs_[id]);
     }
+  }
+  lock.unlock();
+  for (const std::string& id : searches) {
+    begin_autotune(id); // compiled variants are cache hits now: only the rest compile
   }
   if (!jobs.empty()) {
     spdlog::info("job journal: {} jobs read, {} resumed", jobs.size(), resumed);
@@ -180,87 +192,114 @@ std::optional<SubmitResult> JobManager::lookup_cached(const std::string& key,
 }
 
 SubmitResult JobManager::submit(const Submission& submission) {
-  auto count = [this](SubmitResult result) {
-    metrics_
-        .counter("kcache_job_submissions_total", "Job submissions by outcome",
-                 {{"status", std::string(submit_status_name(result.status))}})
-        .inc();
-    return result;
-  };
+  SubmitResult result = submit_uncounted(submission);
+  metrics_
+      .counter("kcache_job_submissions_total", "Job submissions by outcome",
+               {{"status", std::string(submit_status_name(result.status))}})
+      .inc();
+  return result;
+}
+
+SubmitResult JobManager::submit_uncounted(const Submission& submission) {
+  const nlohmann::json doc = nlohmann::json::parse(submission.spec_json, nullptr, false);
+  if (doc.is_object() && doc.contains("autotune")) {
+    return submit_autotune(submission);
+  }
   auto spec = compiler::spec_from_json(submission.spec_json);
   if (!spec) {
-    return count({SubmitStatus::kInvalid, std::nullopt, spec.error()});
+    return {SubmitStatus::kInvalid, std::nullopt, spec.error()};
   }
-  const auto toolchain = toolchains_.find(spec->backend);
-  if (toolchain == toolchains_.end()) {
-    return count({SubmitStatus::kUnavailable, std::nullopt,
-                  "the " + std::string(compiler::backend_name(spec->backend)) +
-                      " backend is not built into " + runner_.binary()});
+  auto compile_key = compile_key_of(*spec);
+  if (!compile_key) {
+    return {SubmitStatus::kUnavailable, std::nullopt, compile_key.error()};
   }
-  const std::string compile_key =
-      "kcc-" + cachekey::to_hex(compiler::compile_key(*spec, toolchain->second));
-  const std::string key = submission.key.empty() ? compile_key : submission.key;
+  const std::string key = submission.key.empty() ? *compile_key : submission.key;
   if (!cachekey::wire::is_valid_action_key(key)) {
-    return count({SubmitStatus::kInvalid, std::nullopt, "invalid key '" + key + "'"});
+    return {SubmitStatus::kInvalid, std::nullopt, "invalid key '" + key + "'"};
   }
-  if (auto cached = lookup_cached(key, compile_key)) {
-    return count(std::move(*cached));
+  if (auto cached = lookup_cached(key, *compile_key)) {
+    return std::move(*cached);
   }
-
+  Job job = compile_job(*spec, *compile_key, submission.spec_json, submission.priority);
   std::lock_guard lock(mu_);
-  if (stopping_) {
-    return count({SubmitStatus::kUnavailable, std::nullopt, "kcached is shutting down"});
+  return admit_locked(std::move(job), key, /*queue_now=*/true, /*force=*/false);
+}
+
+tl::expected<std::string, std::string>
+JobManager::compile_key_of(const compiler::CompileSpec& spec) const {
+  const auto toolchain = toolchains_.find(spec.backend);
+  if (toolchain == toolchains_.end()) {
+    return tl::unexpected("the " + std::string(compiler::backend_name(spec.backend)) +
+                          " backend is not built into " + runner_.binary());
   }
-  if (const auto failed = failures_.find(compile_key); failed != failures_.end()) {
-    if (failed->second.expires > Clock::now()) {
-      if (const auto job = jobs_.find(failed->second.job_id); job != jobs_.end()) {
-        return count({SubmitStatus::kFailedRecently, job->second,
-                      "this compile failed recently: " + job->second.error_message});
-      }
-    }
-    failures_.erase(failed);
-  }
-  if (const auto active = active_by_key_.find(compile_key); active != active_by_key_.end()) {
-    Job& job = jobs_.at(active->second);
-    ++job.submissions;
-    if (std::find(job.keys.begin(), job.keys.end(), key) == job.keys.end()) {
-      job.keys.push_back(key);
-    }
-    if (submission.priority > job.priority) {
-      job.priority = submission.priority;
-      if (queue_.remove(job.id)) {
-        queue_.push(job.id, job.priority, /*force=*/true);
-      }
-    }
-    journal_locked(job);
-    return count({SubmitStatus::kJoined, job, "joined the job already compiling this spec"});
-  }
-  if (queue_.size() >= queue_.capacity()) {
-    return count({SubmitStatus::kBusy, std::nullopt,
-                  "the compile queue is full (" + std::to_string(queue_.capacity()) + " jobs)"});
-  }
+  return "kcc-" + cachekey::to_hex(compiler::compile_key(spec, toolchain->second));
+}
+
+Job JobManager::compile_job(const compiler::CompileSpec& spec, const std::string& compile_key,
+                            std::string spec_json, int priority) {
   Job job;
   job.id = new_job_id();
   job.compile_key = compile_key;
   job.keys = {compile_key};
-  if (key != compile_key) {
+  job.spec_json = std::move(spec_json);
+  job.backend = compiler::backend_name(spec.backend);
+  job.target = spec.target;
+  job.entry = spec.name_expressions.empty() ? spec.source.name : spec.name_expressions.front();
+  job.output = compiler::output_name(spec.output);
+  job.priority = priority;
+  job.submitted_ms = now_ms();
+  return job;
+}
+
+SubmitResult JobManager::admit_locked(Job job, const std::string& key, bool queue_now, bool force) {
+  if (stopping_) {
+    return {SubmitStatus::kUnavailable, std::nullopt, "kcached is shutting down"};
+  }
+  if (const auto failed = failures_.find(job.compile_key); failed != failures_.end()) {
+    if (failed->second.expires > Clock::now()) {
+      if (const auto previous = jobs_.find(failed->second.job_id); previous != jobs_.end()) {
+        return {SubmitStatus::kFailedRecently, previous->second,
+                "this compile failed recently: " + previous->second.error_message};
+      }
+    }
+    failures_.erase(failed);
+  }
+  if (const auto active = active_by_key_.find(job.compile_key); active != active_by_key_.end()) {
+    Job& existing = jobs_.at(active->second);
+    ++existing.submissions;
+    if (std::find(existing.keys.begin(), existing.keys.end(), key) == existing.keys.end()) {
+      existing.keys.push_back(key);
+    }
+    for (const std::string& parent : job.parents) {
+      existing.parents.push_back(parent);
+    }
+    if (job.priority > existing.priority) {
+      existing.priority = job.priority;
+      if (queue_.remove(existing.id)) {
+        queue_.push(existing.id, existing.priority, /*force=*/true);
+      }
+    }
+    journal_locked(existing);
+    return {SubmitStatus::kJoined, existing, "joined the job already working on this"};
+  }
+  if (!force && queue_.size() >= queue_.capacity()) {
+    return {SubmitStatus::kBusy, std::nullopt,
+            "the compile queue is full (" + std::to_string(queue_.capacity()) + " jobs)"};
+  }
+  if (key != job.compile_key) {
     job.keys.push_back(key);
   }
-  job.spec_json = submission.spec_json;
-  job.backend = compiler::backend_name(spec->backend);
-  job.target = spec->target;
-  job.entry = spec->name_expressions.empty() ? spec->source.name : spec->name_expressions.front();
-  job.output = compiler::output_name(spec->output);
-  job.priority = submission.priority;
-  job.submitted_ms = now_ms();
   if (auto ok = journal_->put(job); !ok) {
-    return count({SubmitStatus::kStoreError, std::nullopt, ok.error()});
+    return {SubmitStatus::kStoreError, std::nullopt, ok.error()};
   }
-  queue_.push(job.id, job.priority);
-  active_by_key_[compile_key] = job.id;
-  const Job& stored = jobs_[job.id] = std::move(job);
-  work_cv_.notify_one();
-  return count({SubmitStatus::kQueued, stored, "queued"});
+  if (queue_now) {
+    queue_.push(job.id, job.priority, force);
+    work_cv_.notify_one();
+  }
+  active_by_key_[job.compile_key] = job.id;
+  const std::string id = job.id;
+  const Job& stored = jobs_[id] = std::move(job);
+  return {SubmitStatus::kQueued, stored, "queued"};
 }
 
 std::optional<Job> JobManager::find(const std::string& id) const {
@@ -304,7 +343,14 @@ std::optional<Job> JobManager::cancel(const std::string& id) {
       return std::nullopt;
     }
     Job& job = it->second;
-    if (job.state == JobState::kQueued && queue_.remove(id)) {
+    if (job.kind == "autotune" && !is_finished(job.state) && !running_.contains(id)) {
+      // Compiling its variants, or waiting for a worker to benchmark them.
+      queue_.remove(id);
+      autotunes_.erase(id);
+      job.error_code = "cancelled";
+      job.error_message = "cancelled before its benchmark ran";
+      callbacks = finish_locked(job, JobState::kCancelled);
+    } else if (job.state == JobState::kQueued && queue_.remove(id)) {
       job.error_code = "cancelled";
       job.error_message = "cancelled before it ran";
       callbacks = finish_locked(job, JobState::kCancelled);
@@ -397,6 +443,20 @@ void JobManager::worker_loop(const std::stop_token& stop) {
 void JobManager::run_job(const std::string& id) {
   std::string spec_json;
   std::stop_source cancel;
+  bool autotune = false;
+  {
+    std::lock_guard lock(mu_);
+    Job& job = jobs_.at(id);
+    autotune = job.kind == "autotune";
+    if (autotune) {
+      ++running_count_;
+      running_.emplace(id, cancel);
+    }
+  }
+  if (autotune) {
+    run_autotune(id, cancel.get_token());
+    return;
+  }
   {
     std::lock_guard lock(mu_);
     Job& job = jobs_.at(id);
@@ -521,6 +581,7 @@ JobManager::Callbacks JobManager::finish_locked(Job& job, JobState state) {
     failures_[job.compile_key] = Failure{job.id, Clock::now() + config_.negative_ttl};
   }
   journal_locked(job);
+  on_child_finished_locked(job);
   remember_finished_locked(job);
   Callbacks callbacks;
   if (const auto it = waiters_.find(job.id); it != waiters_.end()) {

@@ -100,6 +100,12 @@ Response RequestHandler::submit_job(const Request& req) {
     }
     submission.key = key->get<std::string>();
   }
+  if (const auto tuning = doc.find("tuning_class"); tuning != doc.end()) {
+    if (!tuning->is_string()) {
+      return error(req, http::status::bad_request, "tuning_class must be a string");
+    }
+    submission.tuning_class = tuning->get<std::string>();
+  }
   if (const auto priority = doc.find("priority"); priority != doc.end()) {
     if (!priority->is_number_integer()) {
       return error(req, http::status::bad_request, "priority must be an integer");

@@ -24,10 +24,12 @@ inline bool is_finished(JobState s) {
 }
 
 struct Job {
-  std::string id;                // "j-" + 16 hex digits
-  std::string compile_key;       // "kcc-<sha256>"
-  std::vector<std::string> keys; // where the result is published (the compile key included)
-  std::string spec_json;         // the CompileSpec, as submitted
+  std::string id;                   // "j-" + 16 hex digits
+  std::string kind = "compile";     // or "autotune": a search over variants
+  std::vector<std::string> parents; // autotune jobs waiting for this compile
+  std::string compile_key;          // "kcc-<sha256>"
+  std::vector<std::string> keys;    // where the result is published (the compile key included)
+  std::string spec_json;            // the CompileSpec, as submitted
   std::string backend, target, entry, output; // from the spec, for listings
   int priority = 0;                           // higher runs first
   JobState state = JobState::kQueued;
@@ -39,6 +41,10 @@ struct Job {
   std::string log; // the compiler's log (tail), success or failure
   std::uint64_t output_size = 0;
   std::int64_t compile_ms = 0;
+  // Autotune: the hardware the variants are timed on, and progress in
+  // variant steps (each compiled, then each benchmarked).
+  std::string tuning_class;
+  std::size_t progress_done = 0, progress_total = 0;
 };
 
 // with_spec: the journal keeps the spec; listings leave it out.

@@ -8,6 +8,7 @@
 // compile key and under every client key that asked for it, before any waiter
 // is woken: a woken client's next get is a hit.
 
+#include <kcache/compiler/autotune_spec.h>
 #include <kcache/compiler/compile_spec.h>
 #include <kcache/compiler/worker_protocol.h>
 #include <kcache/compiler/worker_runner.h>
@@ -21,6 +22,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,8 +35,9 @@ namespace kcache::service {
 
 struct Submission {
   std::string key;       // the client's key; "" publishes under the compile key only
-  std::string spec_json; // a CompileSpec
+  std::string spec_json; // a CompileSpec; with an "autotune" member, a search
   int priority = 0;
+  std::string tuning_class; // autotune: the hardware to time on; "" this host's
 };
 
 enum class SubmitStatus {
@@ -110,6 +113,31 @@ private:
   using Callbacks = std::vector<std::pair<std::function<void(std::optional<Job>)>, Job>>;
 
   void recover();
+  SubmitResult submit_uncounted(const Submission& submission);
+  tl::expected<std::string, std::string> compile_key_of(const compiler::CompileSpec& spec) const;
+  static Job compile_job(const compiler::CompileSpec& spec, const std::string& compile_key,
+                         std::string spec_json, int priority);
+  // Under mu_: the negative cache, single-flight (joining adds the key and the
+  // parents), the queue's bound unless `force`, the journal, the queue.
+  SubmitResult admit_locked(Job job, const std::string& key, bool queue_now, bool force);
+
+  // Autotune (job_autotune.cpp): a search job waits for its variants' compile
+  // jobs (children), then benchmarks them on a worker thread.
+  struct AutotuneState {
+    compiler::CompileSpec base;
+    compiler::AutotuneSearch search;
+    compiler::Space space;
+    std::vector<std::string> compile_keys;             // per space.variants, then the reference's
+    std::map<std::string, std::string> compile_errors; // compile key -> why it failed
+    std::size_t pending = 0;
+  };
+  SubmitResult submit_autotune(const Submission& submission);
+  // Parses the job's search and admits its variant compiles (the job fails
+  // when the search is unusable).
+  void begin_autotune(const std::string& id);
+  void on_child_finished_locked(const Job& child);
+  void run_autotune(const std::string& id, const std::stop_token& cancel);
+
   std::optional<SubmitResult> lookup_cached(const std::string& key, const std::string& compile_key);
   void worker_loop(const std::stop_token& stop);
   void housekeeping_loop(const std::stop_token& stop);
@@ -125,6 +153,7 @@ private:
   const JobsConfig config_;
   const compiler::WorkerRunner runner_;
   const compiler::Toolchains toolchains_;
+  const std::string host_tuning_class_; // this host's CPU, for CPU autotune
   std::unique_ptr<JobJournal> journal_;
   storage::ArtifactStore artifacts_;
 
@@ -139,6 +168,7 @@ private:
   std::unordered_map<std::string, Failure> failures_;            // compile key -> failure
   std::unordered_map<std::string, std::stop_source> running_;    // job id -> its cancel
   std::unordered_map<std::string, std::vector<Waiter>> waiters_; // job id -> long-polls
+  std::unordered_map<std::string, AutotuneState> autotunes_;     // autotune job id ->
   std::uint64_t waiters_generation_ = 0;                         // bumped per new waiter
   std::size_t running_count_ = 0;
 

@@ -1,0 +1,277 @@
+// max-autotune through kcached, for real on the CPU: variants compiled on the
+// worker pool, benchmarked in kcache-worker --bench, checked against the
+// reference; the winner published with its tuning table.
+
+#include "kcached_process.h"
+
+#include <kcache/client/client.h>
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+
+namespace kcache {
+namespace {
+
+using client::Client;
+using nlohmann::json;
+using testing::KcachedProcess;
+
+std::vector<std::string> worker_args() {
+  const char* env = std::getenv("KCACHE_WORKER_BINARY");
+  const bool release = env != nullptr && *env != '\0';
+  return {"--worker-binary", release ? env : testing::built_binary("kcache-worker"),
+          "--worker-memory", release ? "4GiB" : "0"};
+}
+
+std::unique_ptr<Client> connect(const std::string& url) {
+  client::ClientOptions o;
+  o.url = url;
+  o.timeout = std::chrono::seconds(10);
+  return std::move(*Client::create(o));
+}
+
+// TILE=1 is the naive loop nest; UNROLL=3 does not compile (static_assert):
+// a failing variant the search must record and survive.
+constexpr const char* kMatmul = R"(
+static_assert(UNROLL != 3, "UNROLL=3 is not supported");
+extern "C" void matmul(const float* A, const float* B, float* C, int M, int N, int K) {
+  for (int i = 0; i < M * N; ++i) C[i] = 0.f;
+  for (int i0 = 0; i0 < M; i0 += TILE)
+    for (int k0 = 0; k0 < K; k0 += TILE)
+      for (int j0 = 0; j0 < N; j0 += TILE)
+        for (int i = i0; i < i0 + TILE && i < M; ++i)
+          for (int k = k0; k < k0 + TILE && k < K; ++k) {
+            const float a = A[i * K + k];
+#pragma clang loop unroll_count(UNROLL)
+            for (int j = j0; j < j0 + TILE && j < N; ++j) C[i * N + j] += a * B[k * N + j];
+          }
+}
+)";
+
+json matmul_spec(const std::string& strategy) {
+  return json{{"backend", "cpp"},
+              {"source", {{"name", "matmul.cpp"}, {"text", kMatmul}}},
+              {"name_expressions", {"matmul"}},
+              {"options", {"-O2"}},
+              {"target", "x86-64-v2"},
+              {"output", "shared"},
+              {"autotune",
+               {{"params", {{"TILE", {1, 4, 16, 32, 64}}, {"UNROLL", {1, 2, 3}}}},
+                {"constraints", {"TILE * UNROLL <= 64"}},
+                {"benchmark",
+                 {{"shapes", {{"M", 128}, {"N", 128}, {"K", 128}}},
+                  {"args",
+                   {{{"buffer", "A"}, {"count", "M*K"}, {"seed", 1}},
+                    {{"buffer", "B"}, {"count", "K*N"}, {"seed", 2}},
+                    {{"buffer", "C"}, {"count", "M*N"}, {"output", true}},
+                    {{"scalar", "M"}, {"dtype", "i32"}},
+                    {{"scalar", "N"}, {"dtype", "i32"}},
+                    {{"scalar", "K"}, {"dtype", "i32"}}}},
+                  {"reference", {{"TILE", 1}, {"UNROLL", 1}}},
+                  {"tolerance", 1e-4},
+                  {"warmup", 1},
+                  {"repeats", 5}}},
+                {"strategy", {{"kind", strategy}}}}}};
+}
+
+constexpr const char* kReduce = R"(
+extern "C" void sum(const float* x, float* out, int n) {
+  float acc[UNROLL];
+  for (int j = 0; j < UNROLL; ++j) acc[j] = 0.f;
+  int i = 0;
+  for (; i + UNROLL <= n; i += UNROLL)
+    for (int j = 0; j < UNROLL; ++j) acc[j] += x[i + j];
+  float r = 0.f;
+  for (int j = 0; j < UNROLL; ++j) r += acc[j];
+  for (; i < n; ++i) r += x[i];
+  out[0] = r;
+}
+)";
+
+json reduce_spec() {
+  return json{{"backend", "cpp"},
+              {"source", {{"name", "sum.cpp"}, {"text", kReduce}}},
+              {"name_expressions", {"sum"}},
+              {"options", {"-O2"}},
+              {"target", "x86-64-v2"},
+              {"output", "shared"},
+              {"autotune",
+               {{"params", {{"UNROLL", {{"pow2", {1, 16}}}}}},
+                {"benchmark",
+                 {{"shapes", {{"N", 1 << 20}}},
+                  {"args",
+                   {{{"buffer", "x"}, {"count", "N"}, {"seed", 3}},
+                    {{"buffer", "out"}, {"count", "1"}, {"output", true}},
+                    {{"scalar", "N"}, {"dtype", "i32"}}}},
+                  {"reference", {{"UNROLL", 1}}},
+                  {"tolerance", 1e-3},
+                  {"repeats", 5}}}}}};
+}
+
+// Submits, waits, returns the finished job.
+json run(Client& c, const std::string& key, const json& spec, const std::string& tuning = "") {
+  json body{{"key", key}, {"spec", spec}};
+  if (!tuning.empty()) {
+    body["tuning_class"] = tuning;
+  }
+  auto res = c.request(client::HttpMethod::kPost, "/v1/jobs", body.dump(), "application/json");
+  EXPECT_TRUE(res.has_value());
+  const json answer = json::parse(res->body);
+  if (answer["status"] == "cached") {
+    return answer;
+  }
+  EXPECT_EQ(answer["status"], "queued") << answer.dump();
+  auto job = c.job(answer["job"]["id"].get<std::string>(), std::chrono::seconds(120));
+  EXPECT_TRUE(job.has_value());
+  return json::parse(job->json);
+}
+
+json table_of(Client& c, const std::string& key) {
+  auto artifact = c.get(key);
+  EXPECT_TRUE(artifact && *artifact);
+  const json record = json::parse((*artifact)->record_json);
+  return json::parse(record["metadata"]["autotune_table"].get<std::string>());
+}
+
+double metric(Client& c, const std::string& name) {
+  auto res = c.request(client::HttpMethod::kGet, "/metrics");
+  std::istringstream lines(res->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(name + " ", 0) == 0) {
+      return std::stod(line.substr(name.size() + 1));
+    }
+  }
+  return 0;
+}
+
+TEST(Autotune, BlockedMatmulFindsTheFastestCorrectTile) {
+  KcachedProcess kcached(worker_args());
+  auto c = connect(kcached.url());
+  const json job = run(*c, "kc1-matmul-tuned", matmul_spec("exhaustive"));
+  ASSERT_EQ(job["state"], "succeeded") << job.dump(2) << kcached.log();
+  EXPECT_EQ(job["progress"]["done"], job["progress"]["total"]);
+
+  const json table = table_of(*c, "kc1-matmul-tuned");
+  ASSERT_EQ(table["rows"].size(), 15U) << "every point of the space has a row";
+  double best = 1e300;
+  std::string fastest;
+  std::size_t pruned = 0, failed = 0, ok = 0;
+  for (const json& row : table["rows"]) {
+    const std::string status = row["status"];
+    if (status == "pruned") {
+      ++pruned;
+      EXPECT_EQ(row["rounds"], 0) << "pruned variants are never benchmarked: " << row.dump();
+      EXPECT_GT(row["params"]["TILE"].get<int>() * row["params"]["UNROLL"].get<int>(), 64);
+    } else if (status == "compile-failed") {
+      ++failed;
+      EXPECT_EQ(row["params"]["UNROLL"], 3) << row.dump();
+      EXPECT_NE(row["error"].get<std::string>().find("clang"), std::string::npos) << row.dump();
+    } else {
+      ASSERT_EQ(status, "ok") << row.dump();
+      ++ok;
+      if (row["median_us"].get<double>() < best) {
+        best = row["median_us"];
+        fastest = row["id"];
+      }
+    }
+  }
+  EXPECT_EQ(pruned, 3U); // TILE=64 with UNROLL 2 and 3, TILE=32 with UNROLL 3
+  EXPECT_EQ(failed, 3U); // UNROLL=3 with TILE 1, 4, 16
+  EXPECT_EQ(ok, 9U);
+  EXPECT_EQ(table["winner"], fastest) << "the winner is the fastest of the measured set";
+
+  // The published kernel is the winner, and it computes the product.
+  auto artifact = c->get("kc1-matmul-tuned");
+  const std::string path = (kcached.dir().path() / "winner.so").string();
+  std::ofstream(path, std::ios::binary) << (*artifact)->files.front().data;
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << ::dlerror();
+  using Matmul = void (*)(const float*, const float*, float*, int, int, int);
+  auto matmul = reinterpret_cast<Matmul>(::dlsym(handle, "matmul"));
+  ASSERT_NE(matmul, nullptr);
+  constexpr int n = 37;
+  std::vector<float> a(n * n), b(n * n), got(n * n);
+  for (int i = 0; i < n * n; ++i) {
+    a[i] = static_cast<float>(i % 7) - 3;
+    b[i] = static_cast<float>(i % 5) - 2;
+  }
+  matmul(a.data(), b.data(), got.data(), n, n, n);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      float want = 0;
+      for (int k = 0; k < n; ++k) {
+        want += a[i * n + k] * b[k * n + j];
+      }
+      ASSERT_EQ(got[i * n + j], want) << i << "," << j;
+    }
+  }
+  ::dlclose(handle);
+
+  // The same search on the same hardware: a hit, nothing runs.
+  const double compiles = metric(*c, R"(kcache_compiles_total{result="succeeded"})");
+  EXPECT_EQ(run(*c, "kc1-matmul-tuned", matmul_spec("exhaustive"))["status"], "cached");
+  // Another tuning class: benchmarked again, but no variant is compiled again.
+  const json other = run(*c, "kc1-matmul-other-gpu-model", matmul_spec("exhaustive"), "cpu:other");
+  EXPECT_EQ(other["state"], "succeeded") << other.dump(2);
+  EXPECT_EQ(other["tuning_class"], "cpu:other");
+  EXPECT_EQ(metric(*c, R"(kcache_compiles_total{result="succeeded"})"), compiles)
+      << "the compiled variants were reused";
+  EXPECT_EQ(table_of(*c, "kc1-matmul-other-gpu-model")["rows"].size(), 15U);
+
+  // `kcache show` prints the tuning table.
+  std::string out;
+  ASSERT_EQ(testing::run_command({testing::built_binary("kcache"), "--url", kcached.url(), "show",
+                                  "kc1-matmul-tuned"},
+                                 out),
+            0)
+      << out;
+  EXPECT_NE(out.find("compile-failed"), std::string::npos) << out;
+  EXPECT_NE(out.find("pruned"), std::string::npos) << out;
+  EXPECT_NE(out.find("winner"), std::string::npos) << out;
+}
+
+TEST(Autotune, ReductionUnrollAndHalvingMatchesExhaustive) {
+  KcachedProcess kcached(worker_args());
+  auto c = connect(kcached.url());
+  const json reduce = run(*c, "kc1-sum-tuned", reduce_spec());
+  ASSERT_EQ(reduce["state"], "succeeded") << reduce.dump(2);
+  const json reduce_table = table_of(*c, "kc1-sum-tuned");
+  EXPECT_EQ(reduce_table["rows"].size(), 5U);
+  for (const json& row : reduce_table["rows"]) {
+    EXPECT_EQ(row["status"], "ok") << row.dump();
+  }
+
+  const json exhaustive = run(*c, "kc1-mm-exhaustive", matmul_spec("exhaustive"));
+  const json halving = run(*c, "kc1-mm-halving", matmul_spec("halving"));
+  ASSERT_EQ(exhaustive["state"], "succeeded");
+  ASSERT_EQ(halving["state"], "succeeded") << halving.dump(2);
+  const json te = table_of(*c, "kc1-mm-exhaustive");
+  const json th = table_of(*c, "kc1-mm-halving");
+  auto time_of = [](const json& table, const std::string& id) {
+    for (const json& row : table["rows"]) {
+      if (row["id"] == id) {
+        return row["median_us"].get<double>();
+      }
+    }
+    return 0.0;
+  };
+  // Halving makes fewer timed runs, and its winner is within 50% of the
+  // exhaustive winner's time, both as timed in the exhaustive run.
+  EXPECT_LT(th["timed_runs"].get<int>(), te["timed_runs"].get<int>());
+  const double exhaustive_best = time_of(te, te["winner"]);
+  const double halving_best_in_exhaustive_run = time_of(te, th["winner"]);
+  EXPECT_LE(halving_best_in_exhaustive_run, 1.5 * exhaustive_best)
+      << "halving chose " << th["winner"] << ", exhaustive " << te["winner"];
+  bool eliminated = false;
+  for (const json& row : th["rows"]) {
+    eliminated |= row["status"] == "eliminated";
+  }
+  EXPECT_TRUE(eliminated) << th.dump(2);
+}
+
+} // namespace
+} // namespace kcache
