@@ -1,5 +1,7 @@
 #include "cpu_bench.h"
 
+#include "bench_inputs.h"
+
 #include <dlfcn.h>
 #include <ffi.h>
 #include <sched.h>
@@ -10,12 +12,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <random>
 
 namespace kcache::compiler {
 namespace {
-
-constexpr std::uint64_t kMaxBenchBytes = 4ULL << 30;
 
 // A shared object loaded from memory (memfd): nothing touches the disk.
 class LoadedObject {
@@ -53,36 +52,6 @@ private:
   std::string error_;
 };
 
-// One argument's storage: a buffer (one copy per input set) or a scalar.
-struct ArgData {
-  const BenchArg* spec = nullptr;
-  std::vector<std::vector<std::uint8_t>> sets; // buffers
-  std::int64_t count = 0;
-  std::int64_t int_value = 0; // scalars
-  float f32 = 0;
-  double f64 = 0;
-  std::int32_t i32 = 0;
-  void* pointer = nullptr; // what the call receives for a buffer
-};
-
-template <typename T>
-void fill(std::vector<std::uint8_t>& bytes, const BenchArg& a, unsigned seed) {
-  std::mt19937_64 rng(seed);
-  T* data = reinterpret_cast<T*>(bytes.data());
-  const std::size_t n = bytes.size() / sizeof(T);
-  if constexpr (std::is_floating_point_v<T>) {
-    std::uniform_real_distribution<T> dist(static_cast<T>(a.lo), static_cast<T>(a.hi));
-    for (std::size_t i = 0; i < n; ++i) {
-      data[i] = dist(rng);
-    }
-  } else {
-    std::uniform_int_distribution<T> dist(static_cast<T>(a.lo), static_cast<T>(a.hi));
-    for (std::size_t i = 0; i < n; ++i) {
-      data[i] = dist(rng);
-    }
-  }
-}
-
 ffi_type* ffi_type_of(DType d) {
   switch (d) {
   case DType::kF32:
@@ -97,74 +66,30 @@ ffi_type* ffi_type_of(DType d) {
   return &ffi_type_sint64;
 }
 
-// The arguments for one variant: shapes and its parameters decide the sizes.
+// A variant's call through libffi, over the host arguments.
 class Arguments {
 public:
   tl::expected<void, std::string> build(const BenchmarkSpec& bench, const Bindings& params) {
-    Bindings scope = bench.shapes;
-    scope.insert(params.begin(), params.end());
-    std::uint64_t total = 0;
-    args_.clear();
-    args_.reserve(bench.args.size());
-    for (const BenchArg& a : bench.args) {
-      ArgData d;
-      d.spec = &a;
-      if (a.kind == BenchArg::Kind::kBuffer) {
-        auto count = a.count->evaluate(scope);
-        if (!count) {
-          return tl::unexpected(count.error());
-        }
-        if (*count <= 0) {
-          return tl::unexpected("buffer " + a.name + " has " + std::to_string(*count) +
-                                " elements");
-        }
-        d.count = *count;
-        const std::uint64_t bytes = static_cast<std::uint64_t>(*count) * dtype_size(a.dtype);
-        const int sets = a.output ? 1 : bench.rotate;
-        total += bytes * static_cast<std::uint64_t>(sets);
-        if (total > kMaxBenchBytes) {
-          return tl::unexpected(std::string("the benchmark's buffers exceed 4 GiB"));
-        }
-        for (int s = 0; s < sets; ++s) {
-          std::vector<std::uint8_t> buffer(bytes, 0);
-          if (!a.output) {
-            const unsigned seed = a.seed + static_cast<unsigned>(s) * 7919U;
-            switch (a.dtype) {
-            case DType::kF32:
-              fill<float>(buffer, a, seed);
-              break;
-            case DType::kF64:
-              fill<double>(buffer, a, seed);
-              break;
-            case DType::kI32:
-              fill<std::int32_t>(buffer, a, seed);
-              break;
-            case DType::kI64:
-              fill<std::int64_t>(buffer, a, seed);
-              break;
-            }
-          }
-          d.sets.push_back(std::move(buffer));
-        }
-      } else {
-        auto v = a.value->evaluate(scope);
-        if (!v) {
-          return tl::unexpected(v.error());
-        }
-        d.int_value = *v;
-        d.i32 = static_cast<std::int32_t>(*v);
-        d.f32 = static_cast<float>(*v);
-        d.f64 = static_cast<double>(*v);
-        if (a.dtype == DType::kI32 && d.i32 != *v) {
-          return tl::unexpected("scalar " + a.name + " = " + std::to_string(*v) + " overflows i32");
-        }
-      }
-      args_.push_back(std::move(d));
+    auto args = make_host_args(bench, params);
+    if (!args) {
+      return tl::unexpected(args.error());
     }
+    args_ = std::move(*args);
+    scalars_.assign(args_.size(), Scalar{});
+    pointers_.assign(args_.size(), nullptr);
     types_.clear();
-    for (const ArgData& d : args_) {
-      types_.push_back(d.spec->kind == BenchArg::Kind::kBuffer ? &ffi_type_pointer
-                                                               : ffi_type_of(d.spec->dtype));
+    for (std::size_t i = 0; i < args_.size(); ++i) {
+      const BenchArg& spec = *args_[i].spec;
+      if (spec.kind == BenchArg::Kind::kBuffer) {
+        types_.push_back(&ffi_type_pointer);
+        continue;
+      }
+      types_.push_back(ffi_type_of(spec.dtype));
+      Scalar& s = scalars_[i];
+      s.i64 = args_[i].value;
+      s.i32 = static_cast<std::int32_t>(args_[i].value);
+      s.f32 = static_cast<float>(args_[i].value);
+      s.f64 = static_cast<double>(args_[i].value);
     }
     if (ffi_prep_cif(&cif_, FFI_DEFAULT_ABI, static_cast<unsigned>(types_.size()), &ffi_type_void,
                      types_.data()) != FFI_OK) {
@@ -177,63 +102,55 @@ public:
   void call(void* fn, int set) {
     std::vector<void*> values;
     values.reserve(args_.size());
-    for (ArgData& d : args_) {
-      if (d.spec->kind == BenchArg::Kind::kBuffer) {
-        auto& storage = d.sets[static_cast<std::size_t>(set) % d.sets.size()];
-        if (d.spec->output) {
+    for (std::size_t i = 0; i < args_.size(); ++i) {
+      HostArg& a = args_[i];
+      if (a.spec->kind == BenchArg::Kind::kBuffer) {
+        auto& storage = a.sets[static_cast<std::size_t>(set) % a.sets.size()];
+        if (a.spec->output) {
           std::memset(storage.data(), 0, storage.size());
         }
-        d.pointer = storage.data();
-        values.push_back(&d.pointer);
+        pointers_[i] = storage.data();
+        values.push_back(&pointers_[i]);
       } else {
-        values.push_back(d.spec->dtype == DType::kF32   ? static_cast<void*>(&d.f32)
-                         : d.spec->dtype == DType::kF64 ? static_cast<void*>(&d.f64)
-                         : d.spec->dtype == DType::kI32 ? static_cast<void*>(&d.i32)
-                                                        : static_cast<void*>(&d.int_value));
+        Scalar& s = scalars_[i];
+        const DType d = a.spec->dtype;
+        values.push_back(d == DType::kF32   ? static_cast<void*>(&s.f32)
+                         : d == DType::kF64 ? static_cast<void*>(&s.f64)
+                         : d == DType::kI32 ? static_cast<void*>(&s.i32)
+                                            : static_cast<void*>(&s.i64));
       }
     }
     // FFI_FN is a C cast; the same conversion, spelled for C++.
     ffi_call(&cif_, reinterpret_cast<void (*)()>(fn), nullptr, values.data());
   }
 
-  // The output buffers after the last call.
-  std::vector<std::pair<const BenchArg*, const std::vector<std::uint8_t>*>> outputs() const {
-    std::vector<std::pair<const BenchArg*, const std::vector<std::uint8_t>*>> out;
-    for (const ArgData& d : args_) {
-      if (d.spec->kind == BenchArg::Kind::kBuffer && d.spec->output) {
-        out.emplace_back(d.spec, &d.sets.front());
+  OutputBytes outputs() const {
+    OutputBytes out;
+    for (const HostArg& a : args_) {
+      if (a.spec->kind == BenchArg::Kind::kBuffer && a.spec->output) {
+        out.push_back(a.sets.front());
       }
     }
     return out;
   }
 
 private:
-  std::vector<ArgData> args_;
+  struct Scalar {
+    std::int64_t i64 = 0;
+    std::int32_t i32 = 0;
+    float f32 = 0;
+    double f64 = 0;
+  };
+  std::vector<HostArg> args_;
+  std::vector<Scalar> scalars_;
+  std::vector<void*> pointers_;
   std::vector<ffi_type*> types_;
   ffi_cif cif_{};
 };
 
-template <typename T>
-double compare_as(const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& want,
-                  double tolerance, bool& ok) {
-  const T* g = reinterpret_cast<const T*>(got.data());
-  const T* w = reinterpret_cast<const T*>(want.data());
-  double worst = 0;
-  for (std::size_t i = 0; i < got.size() / sizeof(T); ++i) {
-    const double err = std::fabs(static_cast<double>(g[i]) - static_cast<double>(w[i]));
-    worst = std::max(worst, err);
-    if (!(err <= tolerance * (1 + std::fabs(static_cast<double>(w[i]))))) {
-      ok = false; // NaN fails here too
-    }
-  }
-  return worst;
-}
-
-using Outputs = std::vector<std::vector<std::uint8_t>>;
-
 struct Measured {
   BenchResult result;
-  Outputs outputs;
+  OutputBytes outputs;
 };
 
 Measured measure(const BenchmarkSpec& bench, const std::string& entry, const BenchVariant& v) {
@@ -266,9 +183,7 @@ Measured measure(const BenchmarkSpec& bench, const std::string& entry, const Ben
   m.result.median_us = times[times.size() / 2];
   m.result.min_us = times.front();
   args.call(fn, 0); // the checked run: input set 0, as the reference's
-  for (const auto& [spec, bytes] : args.outputs()) {
-    m.outputs.push_back(*bytes);
-  }
+  m.outputs = args.outputs();
   m.result.status = "ok";
   return m;
 }
@@ -314,32 +229,11 @@ void run_cpu_bench(const BenchRequest& request, std::FILE* out) {
   if (reference.result.status != "ok") {
     return fail_all("the reference variant failed: " + reference.result.error);
   }
-  std::vector<const BenchArg*> output_specs;
-  for (const BenchArg& a : bench.args) {
-    if (a.kind == BenchArg::Kind::kBuffer && a.output) {
-      output_specs.push_back(&a);
-    }
-  }
   for (const BenchVariant& v : request.variants) {
     Measured m = measure(bench, request.entry, v);
     if (m.result.status == "ok") {
-      bool ok = m.outputs.size() == reference.outputs.size();
-      for (std::size_t i = 0; ok && i < m.outputs.size(); ++i) {
-        if (m.outputs[i].size() != reference.outputs[i].size()) {
-          ok = false;
-          break;
-        }
-        const DType d = output_specs[i]->dtype;
-        const double err =
-            d == DType::kF32
-                ? compare_as<float>(m.outputs[i], reference.outputs[i], bench.tolerance, ok)
-            : d == DType::kF64
-                ? compare_as<double>(m.outputs[i], reference.outputs[i], bench.tolerance, ok)
-            : d == DType::kI32
-                ? compare_as<std::int32_t>(m.outputs[i], reference.outputs[i], 0, ok)
-                : compare_as<std::int64_t>(m.outputs[i], reference.outputs[i], 0, ok);
-        m.result.max_error = std::max(m.result.max_error, err);
-      }
+      bool ok = true;
+      m.result.max_error = compare_outputs(bench, m.outputs, reference.outputs, ok);
       if (!ok) {
         m.result.status = "wrong";
         m.result.error = "output differs from the reference (max error " +

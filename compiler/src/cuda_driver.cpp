@@ -11,6 +11,10 @@ using CUcontext = void*;
 constexpr CUresult kSuccess = 0;
 constexpr int kAttrCcMajor = 75;
 constexpr int kAttrCcMinor = 76;
+constexpr int kAttrMaxSharedPerBlock = 8;
+constexpr int kFuncMaxThreads = 0;
+constexpr int kFuncSharedBytes = 1;
+constexpr int kFuncNumRegs = 4;
 
 struct DlClose {
   void operator()(void* h) const { dlclose(h); }
@@ -39,6 +43,13 @@ struct CudaDriver::Api {
                              unsigned, void*, void**, void**) = nullptr;
   CUresult (*cuCtxSynchronize)() = nullptr;
   CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
+  CUresult (*cuMemsetD8)(DevicePtr, unsigned char, std::size_t) = nullptr;
+  CUresult (*cuFuncGetAttribute)(int*, int, Handle) = nullptr;
+  CUresult (*cuEventCreate)(Handle*, unsigned) = nullptr;
+  CUresult (*cuEventRecord)(Handle, Handle) = nullptr;
+  CUresult (*cuEventSynchronize)(Handle) = nullptr;
+  CUresult (*cuEventElapsedTime)(float*, Handle, Handle) = nullptr;
+  CUresult (*cuEventDestroy)(Handle) = nullptr;
 
   template <typename Fn> bool load(Fn& fn, const char* name) {
     fn = reinterpret_cast<Fn>(dlsym(lib.get(), name));
@@ -78,7 +89,14 @@ tl::expected<std::unique_ptr<CudaDriver>, std::string> CudaDriver::open(int ordi
       api->load(api->cuMemcpyDtoH, "cuMemcpyDtoH_v2") &&
       api->load(api->cuLaunchKernel, "cuLaunchKernel") &&
       api->load(api->cuCtxSynchronize, "cuCtxSynchronize") &&
-      api->load(api->cuGetErrorString, "cuGetErrorString");
+      api->load(api->cuGetErrorString, "cuGetErrorString") &&
+      api->load(api->cuMemsetD8, "cuMemsetD8_v2") &&
+      api->load(api->cuFuncGetAttribute, "cuFuncGetAttribute") &&
+      api->load(api->cuEventCreate, "cuEventCreate") &&
+      api->load(api->cuEventRecord, "cuEventRecord") &&
+      api->load(api->cuEventSynchronize, "cuEventSynchronize") &&
+      api->load(api->cuEventElapsedTime, "cuEventElapsedTime") &&
+      api->load(api->cuEventDestroy, "cuEventDestroy_v2");
   if (!resolved) {
     return tl::unexpected(std::string("libcuda.so.1 lacks an entry point kcache needs"));
   }
@@ -176,6 +194,55 @@ tl::expected<void, std::string> CudaDriver::synchronize() {
     return tl::unexpected(api_->error(r, "cuCtxSynchronize"));
   }
   return {};
+}
+
+tl::expected<void, std::string> CudaDriver::zero(DevicePtr ptr, std::size_t bytes) {
+  if (CUresult r = api_->cuMemsetD8(ptr, 0, bytes); r != kSuccess) {
+    return tl::unexpected(api_->error(r, "cuMemsetD8"));
+  }
+  return {};
+}
+
+tl::expected<CudaDriver::FunctionLimits, std::string> CudaDriver::limits(Handle function) {
+  FunctionLimits l;
+  for (auto [attribute, out] :
+       {std::pair{kFuncMaxThreads, &l.max_threads_per_block}, std::pair{kFuncNumRegs, &l.registers},
+        std::pair{kFuncSharedBytes, &l.static_shared_bytes}}) {
+    if (CUresult r = api_->cuFuncGetAttribute(out, attribute, function); r != kSuccess) {
+      return tl::unexpected(api_->error(r, "cuFuncGetAttribute"));
+    }
+  }
+  api_->cuDeviceGetAttribute(&l.device_max_shared_per_block, kAttrMaxSharedPerBlock, api_->device);
+  return l;
+}
+
+tl::expected<double, std::string>
+CudaDriver::time_ms(const std::function<tl::expected<void, std::string>()>& work) {
+  Handle start = nullptr, stop = nullptr;
+  if (CUresult r = api_->cuEventCreate(&start, 0); r != kSuccess) {
+    return tl::unexpected(api_->error(r, "cuEventCreate"));
+  }
+  if (CUresult r = api_->cuEventCreate(&stop, 0); r != kSuccess) {
+    api_->cuEventDestroy(start);
+    return tl::unexpected(api_->error(r, "cuEventCreate"));
+  }
+  tl::expected<double, std::string> out = tl::unexpected(std::string("not timed"));
+  api_->cuEventRecord(start, nullptr);
+  auto done = work();
+  api_->cuEventRecord(stop, nullptr);
+  float ms = 0;
+  if (!done) {
+    out = tl::unexpected(done.error());
+  } else if (CUresult r = api_->cuEventSynchronize(stop); r != kSuccess) {
+    out = tl::unexpected(api_->error(r, "the kernel failed"));
+  } else if (CUresult e = api_->cuEventElapsedTime(&ms, start, stop); e != kSuccess) {
+    out = tl::unexpected(api_->error(e, "cuEventElapsedTime"));
+  } else {
+    out = static_cast<double>(ms);
+  }
+  api_->cuEventDestroy(start);
+  api_->cuEventDestroy(stop);
+  return out;
 }
 
 } // namespace kcache::compiler

@@ -7,6 +7,8 @@
 
 #include <kcache/compiler/backends.h>
 #include <kcache/compiler/bench_protocol.h>
+#include <kcache/compiler/gpu_bench.h>
+#include <kcache/compiler/gpu_bench.h>
 #include <kcache/compiler/worker_protocol.h>
 
 #include <cstdio>
@@ -38,17 +40,9 @@ int run_bench(const std::string& input) {
     std::cerr << "kcache-worker: " << request.error() << "\n";
     return 2;
   }
-  if (request->device != "cpu") {
-    // GPU variants are benchmarked by GPU workers through the driver API.
-    for (const BenchVariant& v : request->variants) {
-      const std::string line =
-          encode_bench_result(
-              {v.id, "error", 0, 0, 0,
-               "this worker benchmarks on the CPU only, not '" + request->device + "'"}) +
-          "\n";
-      std::fwrite(line.data(), 1, line.size(), stdout);
-    }
-    return std::fflush(stdout) == 0 ? 0 : 1;
+  if (request->device == "cuda") {
+    run_gpu_bench(*request, stdout); // through the driver API, dlopen'ed
+    return 0;
   }
   run_cpu_bench(*request, stdout);
   return 0;

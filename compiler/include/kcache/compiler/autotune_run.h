@@ -2,8 +2,8 @@
 // The benchmarking half of an autotune search: given the compiled variants,
 // run the strategy's rounds (one for exhaustive and random-k; successive
 // halving times everyone once, keeps the fastest 1/eta per round and gives the
-// survivors eta times the repeats, up to the benchmark's), pick the fastest correct variant and keep a row for every
-// variant of the space, pruned and failed ones included: the tuning table.
+// survivors eta times the repeats, up to the benchmark's), pick the fastest correct variant and
+// keep a row for every variant of the space, pruned and failed ones included: the tuning table.
 
 #include <kcache/compiler/autotune_spec.h>
 #include <kcache/compiler/bench_protocol.h>

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,20 @@ public:
   tl::expected<void, std::string> launch(Handle function, unsigned grid_x, unsigned block_x,
                                          unsigned shared_bytes, std::vector<void*> args);
   tl::expected<void, std::string> synchronize();
+  tl::expected<void, std::string> zero(DevicePtr ptr, std::size_t bytes);
+
+  // What a compiled kernel needs, and what this device allows per block.
+  struct FunctionLimits {
+    int max_threads_per_block = 0; // for this kernel (registers decide)
+    int registers = 0;
+    int static_shared_bytes = 0;
+    int device_max_shared_per_block = 0;
+  };
+  tl::expected<FunctionLimits, std::string> limits(Handle function);
+
+  // GPU time of `work` (launches), measured with CUDA events.
+  tl::expected<double, std::string>
+  time_ms(const std::function<tl::expected<void, std::string>()>& work);
 
   struct Api; // resolved entry points, defined in the .cpp
   CudaDriver(std::unique_ptr<Api> api, DeviceInfo device);

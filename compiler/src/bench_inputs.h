@@ -1,0 +1,33 @@
+#pragma once
+// What the CPU and GPU benchmark runners share: the benchmark's arguments on
+// the host (seeded input sets, zeroed outputs, evaluated scalars) and the
+// comparison of a variant's outputs with the reference's.
+
+#include <kcache/compiler/autotune_spec.h>
+
+#include <tl/expected.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kcache::compiler {
+
+struct HostArg {
+  const BenchArg* spec = nullptr;
+  std::vector<std::vector<std::uint8_t>> sets; // buffers: `rotate` input sets, or one output
+  std::int64_t value = 0;                      // scalars
+};
+
+// Sizes and scalars evaluate over the shapes and the variant's parameters.
+Bindings bench_scope(const BenchmarkSpec& bench, const Bindings& params);
+tl::expected<std::vector<HostArg>, std::string> make_host_args(const BenchmarkSpec& bench,
+                                                               const Bindings& params);
+
+using OutputBytes = std::vector<std::vector<std::uint8_t>>;
+// Floats within tolerance * (1 + |want|), integers exactly; NaN never matches.
+// Returns the largest absolute error; `ok` turns false on any mismatch.
+double compare_outputs(const BenchmarkSpec& bench, const OutputBytes& got, const OutputBytes& want,
+                       bool& ok);
+
+} // namespace kcache::compiler

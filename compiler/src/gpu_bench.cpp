@@ -1,0 +1,268 @@
+#include "bench_inputs.h"
+
+#include <kcache/compiler/gpu_bench.h>
+
+#include <algorithm>
+
+namespace kcache::compiler {
+namespace {
+
+using DevicePtr = CudaDriver::DevicePtr;
+
+// A variant's arguments on the device; freed with it.
+class DeviceArgs {
+public:
+  explicit DeviceArgs(CudaDriver& gpu) : gpu_(gpu) {}
+  ~DeviceArgs() {
+    for (DevicePtr p : owned_) {
+      gpu_.free(p);
+    }
+  }
+  DeviceArgs(const DeviceArgs&) = delete;
+  DeviceArgs& operator=(const DeviceArgs&) = delete;
+
+  tl::expected<void, std::string> upload(std::vector<HostArg> host) {
+    host_ = std::move(host);
+    sets_.assign(host_.size(), {});
+    scalars_.assign(host_.size(), Scalar{});
+    for (std::size_t i = 0; i < host_.size(); ++i) {
+      const HostArg& a = host_[i];
+      if (a.spec->kind == BenchArg::Kind::kScalar) {
+        Scalar& s = scalars_[i];
+        s.i64 = a.value;
+        s.i32 = static_cast<std::int32_t>(a.value);
+        s.f32 = static_cast<float>(a.value);
+        s.f64 = static_cast<double>(a.value);
+        continue;
+      }
+      for (const auto& bytes : a.sets) {
+        auto ptr = gpu_.alloc(bytes.size());
+        if (!ptr) {
+          return tl::unexpected(ptr.error());
+        }
+        owned_.push_back(*ptr);
+        sets_[i].push_back(*ptr);
+        if (auto copied = gpu_.copy_to_device(*ptr, bytes.data(), bytes.size()); !copied) {
+          return copied;
+        }
+      }
+    }
+    pointers_.assign(host_.size(), 0);
+    return {};
+  }
+
+  // cuLaunchKernel's argument array for input set `set` (outputs zeroed).
+  tl::expected<std::vector<void*>, std::string> args(int set) {
+    std::vector<void*> out;
+    for (std::size_t i = 0; i < host_.size(); ++i) {
+      const HostArg& a = host_[i];
+      if (a.spec->kind == BenchArg::Kind::kBuffer) {
+        pointers_[i] = sets_[i][static_cast<std::size_t>(set) % sets_[i].size()];
+        if (a.spec->output) {
+          if (auto z = gpu_.zero(pointers_[i], a.sets.front().size()); !z) {
+            return tl::unexpected(z.error());
+          }
+        }
+        out.push_back(&pointers_[i]);
+      } else {
+        Scalar& s = scalars_[i];
+        const DType d = a.spec->dtype;
+        out.push_back(d == DType::kF32   ? static_cast<void*>(&s.f32)
+                      : d == DType::kF64 ? static_cast<void*>(&s.f64)
+                      : d == DType::kI32 ? static_cast<void*>(&s.i32)
+                                         : static_cast<void*>(&s.i64));
+      }
+    }
+    return out;
+  }
+
+  tl::expected<OutputBytes, std::string> outputs() {
+    OutputBytes out;
+    for (std::size_t i = 0; i < host_.size(); ++i) {
+      const HostArg& a = host_[i];
+      if (a.spec->kind == BenchArg::Kind::kBuffer && a.spec->output) {
+        std::vector<std::uint8_t> bytes(a.sets.front().size());
+        if (auto c = gpu_.copy_to_host(bytes.data(), sets_[i].front(), bytes.size()); !c) {
+          return tl::unexpected(c.error());
+        }
+        out.push_back(std::move(bytes));
+      }
+    }
+    return out;
+  }
+
+private:
+  struct Scalar {
+    std::int64_t i64 = 0;
+    std::int32_t i32 = 0;
+    float f32 = 0;
+    double f64 = 0;
+  };
+  CudaDriver& gpu_;
+  std::vector<HostArg> host_;
+  std::vector<std::vector<DevicePtr>> sets_;
+  std::vector<Scalar> scalars_;
+  std::vector<DevicePtr> pointers_;
+  std::vector<DevicePtr> owned_;
+};
+
+struct Measured {
+  BenchResult result;
+  OutputBytes outputs;
+};
+
+Measured measure(CudaDriver& gpu, const BenchmarkSpec& bench, const std::string& entry,
+                 const BenchVariant& v) {
+  Measured m;
+  m.result.id = v.id;
+  m.result.status = "error";
+  auto fail = [&](std::string why) {
+    m.result.error = std::move(why);
+    return m;
+  };
+  const Bindings scope = bench_scope(bench, v.params);
+  if (!bench.launch.grid || !bench.launch.block) {
+    return fail("a GPU benchmark needs launch.grid and launch.block");
+  }
+  auto grid = bench.launch.grid->evaluate(scope);
+  auto block = bench.launch.block->evaluate(scope);
+  auto shared = bench.launch.shared_bytes ? bench.launch.shared_bytes->evaluate(scope)
+                                          : tl::expected<std::int64_t, std::string>(0);
+  if (!grid || !block || !shared) {
+    return fail(!grid ? grid.error() : !block ? block.error() : shared.error());
+  }
+  if (*grid <= 0 || *block <= 0 || *shared < 0 || *grid > INT32_MAX) {
+    return fail("launch geometry out of range: grid " + std::to_string(*grid) + ", block " +
+                std::to_string(*block));
+  }
+  auto module = gpu.load_module(v.binary);
+  if (!module) {
+    return fail(module.error());
+  }
+  auto fn = gpu.function(*module, entry);
+  if (!fn) {
+    return fail(fn.error());
+  }
+  auto limits = gpu.limits(*fn);
+  if (!limits) {
+    return fail(limits.error());
+  }
+  // Dropped before it runs: more threads than its registers allow, or more
+  // shared memory than a block may have.
+  if (*block > limits->max_threads_per_block ||
+      limits->static_shared_bytes + *shared > limits->device_max_shared_per_block) {
+    m.result.status = "over-limits";
+    m.result.error =
+        std::to_string(*block) + " threads (kernel allows " +
+        std::to_string(limits->max_threads_per_block) + " at " + std::to_string(limits->registers) +
+        " registers), " + std::to_string(limits->static_shared_bytes + *shared) +
+        " B shared (device allows " + std::to_string(limits->device_max_shared_per_block) + ")";
+    return m;
+  }
+  auto host = make_host_args(bench, v.params);
+  if (!host) {
+    return fail(host.error());
+  }
+  DeviceArgs args(gpu);
+  if (auto up = args.upload(std::move(*host)); !up) {
+    return fail(up.error());
+  }
+  auto launch = [&](int set) -> tl::expected<void, std::string> {
+    auto a = args.args(set);
+    if (!a) {
+      return tl::unexpected(a.error());
+    }
+    return gpu.launch(*fn, static_cast<unsigned>(*grid), static_cast<unsigned>(*block),
+                      static_cast<unsigned>(*shared), std::move(*a));
+  };
+  for (int i = 0; i < bench.warmup; ++i) {
+    if (auto r = launch(i); !r) {
+      return fail(r.error());
+    }
+  }
+  std::vector<double> times;
+  for (int i = 0; i < bench.repeats; ++i) {
+    // Zeroing outputs happens before the timed region.
+    auto a = args.args(i);
+    if (!a) {
+      return fail(a.error());
+    }
+    auto ms = gpu.time_ms([&] {
+      return gpu.launch(*fn, static_cast<unsigned>(*grid), static_cast<unsigned>(*block),
+                        static_cast<unsigned>(*shared), *a);
+    });
+    if (!ms) {
+      return fail(ms.error());
+    }
+    times.push_back(*ms * 1000.0);
+  }
+  std::sort(times.begin(), times.end());
+  m.result.median_us = times[times.size() / 2];
+  m.result.min_us = times.front();
+  if (auto r = launch(0); !r) { // the checked run: input set 0, as the reference's
+    return fail(r.error());
+  }
+  if (auto s = gpu.synchronize(); !s) {
+    return fail(s.error());
+  }
+  auto outputs = args.outputs();
+  if (!outputs) {
+    return fail(outputs.error());
+  }
+  m.outputs = std::move(*outputs);
+  m.result.status = "ok";
+  return m;
+}
+
+} // namespace
+
+std::vector<BenchResult> bench_on_gpu(CudaDriver& gpu, const BenchRequest& request) {
+  std::vector<BenchResult> results;
+  auto fail_all = [&](const std::string& why) {
+    for (const BenchVariant& v : request.variants) {
+      results.push_back(BenchResult{v.id, "error", 0, 0, 0, why});
+    }
+    return results;
+  };
+  auto search = parse_autotune(request.search_json);
+  if (!search) {
+    return fail_all(search.error());
+  }
+  const BenchmarkSpec& bench = search->benchmark;
+  const Measured reference = measure(gpu, bench, request.entry, request.reference);
+  if (reference.result.status != "ok") {
+    return fail_all("the reference variant failed: " + reference.result.error);
+  }
+  for (const BenchVariant& v : request.variants) {
+    Measured m = measure(gpu, bench, request.entry, v);
+    if (m.result.status == "ok") {
+      bool ok = true;
+      m.result.max_error = compare_outputs(bench, m.outputs, reference.outputs, ok);
+      if (!ok) {
+        m.result.status = "wrong";
+        m.result.error = "output differs from the reference (max error " +
+                         std::to_string(m.result.max_error) + ")";
+      }
+    }
+    results.push_back(std::move(m.result));
+  }
+  return results;
+}
+
+void run_gpu_bench(const BenchRequest& request, std::FILE* out) {
+  std::vector<BenchResult> results;
+  if (auto gpu = CudaDriver::open()) {
+    results = bench_on_gpu(**gpu, request);
+  } else {
+    for (const BenchVariant& v : request.variants) {
+      results.push_back(BenchResult{v.id, "error", 0, 0, 0, gpu.error()});
+    }
+  }
+  for (const BenchResult& r : results) {
+    const std::string line = encode_bench_result(r) + "\n";
+    std::fwrite(line.data(), 1, line.size(), out);
+  }
+  std::fflush(out);
+}
+
+} // namespace kcache::compiler
