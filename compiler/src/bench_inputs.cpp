@@ -1,7 +1,6 @@
 #include "bench_inputs.h"
 
 #include <cmath>
-#include <random>
 #include <type_traits>
 
 namespace kcache::compiler {
@@ -9,20 +8,26 @@ namespace {
 
 constexpr std::uint64_t kMaxBenchBytes = 4ULL << 30;
 
+// splitmix64: seeded, fast (inputs run to hundreds of MB) and the same on every host.
+std::uint64_t next(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 template <typename T>
 void fill(std::vector<std::uint8_t>& bytes, const BenchArg& a, unsigned seed) {
-  std::mt19937_64 rng(seed);
+  std::uint64_t state = seed;
   T* data = reinterpret_cast<T*>(bytes.data());
   const std::size_t n = bytes.size() / sizeof(T);
-  if constexpr (std::is_floating_point_v<T>) {
-    std::uniform_real_distribution<T> dist(static_cast<T>(a.lo), static_cast<T>(a.hi));
-    for (std::size_t i = 0; i < n; ++i) {
-      data[i] = dist(rng);
-    }
-  } else {
-    std::uniform_int_distribution<T> dist(static_cast<T>(a.lo), static_cast<T>(a.hi));
-    for (std::size_t i = 0; i < n; ++i) {
-      data[i] = dist(rng);
+  const double span = a.hi - a.lo;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double unit = static_cast<double>(next(state) >> 11) * 0x1.0p-53; // [0, 1)
+    if constexpr (std::is_floating_point_v<T>) {
+      data[i] = static_cast<T>(a.lo + span * unit);
+    } else {
+      data[i] = static_cast<T>(std::floor(a.lo + (span + 1) * unit));
     }
   }
 }
@@ -49,6 +54,21 @@ Bindings bench_scope(const BenchmarkSpec& bench, const Bindings& params) {
   Bindings scope = bench.shapes;
   scope.insert(params.begin(), params.end());
   return scope;
+}
+
+tl::expected<std::string, std::string> args_signature(const BenchmarkSpec& bench,
+                                                      const Bindings& params) {
+  const Bindings scope = bench_scope(bench, params);
+  std::string signature;
+  for (const BenchArg& a : bench.args) {
+    auto v =
+        a.kind == BenchArg::Kind::kBuffer ? a.count->evaluate(scope) : a.value->evaluate(scope);
+    if (!v) {
+      return tl::unexpected(v.error());
+    }
+    signature += std::to_string(*v) + ",";
+  }
+  return signature;
 }
 
 tl::expected<std::vector<HostArg>, std::string> make_host_args(const BenchmarkSpec& bench,

@@ -21,6 +21,10 @@ struct HostArg {
 
 // Sizes and scalars evaluate over the shapes and the variant's parameters.
 Bindings bench_scope(const BenchmarkSpec& bench, const Bindings& params);
+// Variants with equal signatures (buffer sizes, scalar values) get identical
+// arguments: runners build them once and reuse them.
+tl::expected<std::string, std::string> args_signature(const BenchmarkSpec& bench,
+                                                      const Bindings& params);
 tl::expected<std::vector<HostArg>, std::string> make_host_args(const BenchmarkSpec& bench,
                                                                const Bindings& params);
 

@@ -66,10 +66,19 @@ ffi_type* ffi_type_of(DType d) {
   return &ffi_type_sint64;
 }
 
-// A variant's call through libffi, over the host arguments.
+// A variant's call through libffi, over the host arguments; kept while
+// variants share a signature (inputs are generated once per search).
 class Arguments {
 public:
   tl::expected<void, std::string> build(const BenchmarkSpec& bench, const Bindings& params) {
+    auto signature = args_signature(bench, params);
+    if (!signature) {
+      return tl::unexpected(signature.error());
+    }
+    if (built_ && *signature == signature_) {
+      return {};
+    }
+    built_ = false;
     auto args = make_host_args(bench, params);
     if (!args) {
       return tl::unexpected(args.error());
@@ -95,6 +104,8 @@ public:
                      types_.data()) != FFI_OK) {
       return tl::unexpected(std::string("libffi cannot describe this signature"));
     }
+    signature_ = *signature;
+    built_ = true;
     return {};
   }
 
@@ -141,6 +152,8 @@ private:
     float f32 = 0;
     double f64 = 0;
   };
+  bool built_ = false;
+  std::string signature_;
   std::vector<HostArg> args_;
   std::vector<Scalar> scalars_;
   std::vector<void*> pointers_;
@@ -153,7 +166,8 @@ struct Measured {
   OutputBytes outputs;
 };
 
-Measured measure(const BenchmarkSpec& bench, const std::string& entry, const BenchVariant& v) {
+Measured measure(Arguments& args, const BenchmarkSpec& bench, const std::string& entry,
+                 const BenchVariant& v) {
   Measured m;
   m.result.id = v.id;
   m.result.status = "error";
@@ -163,7 +177,6 @@ Measured measure(const BenchmarkSpec& bench, const std::string& entry, const Ben
     m.result.error = "cannot load " + entry + ": " + object.error();
     return m;
   }
-  Arguments args;
   if (auto built = args.build(bench, v.params); !built) {
     m.result.error = built.error();
     return m;
@@ -225,12 +238,13 @@ void run_cpu_bench(const BenchRequest& request, std::FILE* out) {
   }
   pin_to_one_cpu(); // one core, steady timings, no migration
   const BenchmarkSpec& bench = search->benchmark;
-  const Measured reference = measure(bench, request.entry, request.reference);
+  Arguments args;
+  const Measured reference = measure(args, bench, request.entry, request.reference);
   if (reference.result.status != "ok") {
     return fail_all("the reference variant failed: " + reference.result.error);
   }
   for (const BenchVariant& v : request.variants) {
-    Measured m = measure(bench, request.entry, v);
+    Measured m = measure(args, bench, request.entry, v);
     if (m.result.status == "ok") {
       bool ok = true;
       m.result.max_error = compare_outputs(bench, m.outputs, reference.outputs, ok);

@@ -3,6 +3,7 @@
 #include <kcache/compiler/gpu_bench.h>
 
 #include <algorithm>
+#include <memory>
 
 namespace kcache::compiler {
 namespace {
@@ -106,13 +107,46 @@ private:
   std::vector<DevicePtr> owned_;
 };
 
+// The arguments on the device, kept while variants share a signature: a
+// search over tile sizes generates and uploads its inputs once.
+class ArgsCache {
+public:
+  explicit ArgsCache(CudaDriver& gpu) : gpu_(gpu) {}
+  tl::expected<DeviceArgs*, std::string> get(const BenchmarkSpec& bench, const Bindings& params) {
+    auto signature = args_signature(bench, params);
+    if (!signature) {
+      return tl::unexpected(signature.error());
+    }
+    if (args_ && *signature == signature_) {
+      return args_.get();
+    }
+    args_.reset(); // free the previous buffers first
+    auto host = make_host_args(bench, params);
+    if (!host) {
+      return tl::unexpected(host.error());
+    }
+    auto fresh = std::make_unique<DeviceArgs>(gpu_);
+    if (auto up = fresh->upload(std::move(*host)); !up) {
+      return tl::unexpected(up.error());
+    }
+    args_ = std::move(fresh);
+    signature_ = *signature;
+    return args_.get();
+  }
+
+private:
+  CudaDriver& gpu_;
+  std::string signature_;
+  std::unique_ptr<DeviceArgs> args_;
+};
+
 struct Measured {
   BenchResult result;
   OutputBytes outputs;
 };
 
-Measured measure(CudaDriver& gpu, const BenchmarkSpec& bench, const std::string& entry,
-                 const BenchVariant& v) {
+Measured measure(CudaDriver& gpu, ArgsCache& cache, const BenchmarkSpec& bench,
+                 const std::string& entry, const BenchVariant& v) {
   Measured m;
   m.result.id = v.id;
   m.result.status = "error";
@@ -159,14 +193,11 @@ Measured measure(CudaDriver& gpu, const BenchmarkSpec& bench, const std::string&
         " B shared (device allows " + std::to_string(limits->device_max_shared_per_block) + ")";
     return m;
   }
-  auto host = make_host_args(bench, v.params);
-  if (!host) {
-    return fail(host.error());
+  auto cached = cache.get(bench, v.params);
+  if (!cached) {
+    return fail(cached.error());
   }
-  DeviceArgs args(gpu);
-  if (auto up = args.upload(std::move(*host)); !up) {
-    return fail(up.error());
-  }
+  DeviceArgs& args = **cached;
   auto launch = [&](int set) -> tl::expected<void, std::string> {
     auto a = args.args(set);
     if (!a) {
@@ -229,12 +260,13 @@ std::vector<BenchResult> bench_on_gpu(CudaDriver& gpu, const BenchRequest& reque
     return fail_all(search.error());
   }
   const BenchmarkSpec& bench = search->benchmark;
-  const Measured reference = measure(gpu, bench, request.entry, request.reference);
+  ArgsCache cache(gpu);
+  const Measured reference = measure(gpu, cache, bench, request.entry, request.reference);
   if (reference.result.status != "ok") {
     return fail_all("the reference variant failed: " + reference.result.error);
   }
   for (const BenchVariant& v : request.variants) {
-    Measured m = measure(gpu, bench, request.entry, v);
+    Measured m = measure(gpu, cache, bench, request.entry, v);
     if (m.result.status == "ok") {
       bool ok = true;
       m.result.max_error = compare_outputs(bench, m.outputs, reference.outputs, ok);

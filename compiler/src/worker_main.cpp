@@ -8,7 +8,6 @@
 #include <kcache/compiler/backends.h>
 #include <kcache/compiler/bench_protocol.h>
 #include <kcache/compiler/gpu_bench.h>
-#include <kcache/compiler/gpu_bench.h>
 #include <kcache/compiler/worker_protocol.h>
 
 #include <cstdio>
