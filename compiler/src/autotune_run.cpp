@@ -52,6 +52,7 @@ TuningTable run_search(const AutotuneSearch& search, const Space& space,
     BenchRequest request = request_base;
     request.search_json = with_repeats(request_base.search_json, repeats);
     request.variants = candidates;
+    request.check = table.benchmarked == 0; // survivors were checked in the first round
     const std::vector<BenchResult> results = bench(request);
     table.benchmarked += candidates.size();
     table.timed_runs += candidates.size() * static_cast<std::size_t>(repeats);

@@ -26,6 +26,7 @@ std::string encode_bench_request(const BenchRequest& request) {
                   {"device", request.device},
                   {"entry", request.entry},
                   {"reference", variant_json(request.reference)},
+                  {"check", request.check},
                   {"variants", std::move(variants)}};
   std::vector<wire::Part> parts = {{"request", cachekey::json_text(head)},
                                    {request.reference.id, request.reference.binary}};
@@ -53,6 +54,7 @@ tl::expected<BenchRequest, std::string> decode_bench_request(std::string_view bo
     r.search_json = head.at("search").dump();
     r.device = head.value("device", std::string("cpu"));
     r.entry = head.at("entry").get<std::string>();
+    r.check = head.value("check", true);
     auto variant = [&](const json& v) -> tl::expected<BenchVariant, std::string> {
       BenchVariant out;
       out.id = v.at("id").get<std::string>();

@@ -3,7 +3,7 @@
 // reference, in a worker process (a variant that crashes takes down that
 // process only). The request is a parts body:
 //   "request"     JSON: {"search": <autotune JSON>, "device": "cpu"|"cuda",
-//                        "entry": "symbol", "reference": "<id>",
+//                        "entry": "symbol", "reference": "<id>", "check": true,
 //                        "variants": [{"id": "BM=32", "params": {"BM": 32}}, ...]}
 //   "<id>"        one part per variant (and the reference): its binary
 // The worker answers with one JSON line per variant as each finishes, so a
@@ -32,6 +32,9 @@ struct BenchRequest {
   std::string entry;
   BenchVariant reference;
   std::vector<BenchVariant> variants;
+  // Compare outputs with the reference. Later rounds of successive halving
+  // time variants that were checked already, and skip the reference.
+  bool check = true;
 };
 
 struct BenchResult {
