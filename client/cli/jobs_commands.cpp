@@ -119,7 +119,10 @@ int watch(Cli& cli) {
       }
     } else if (tty) {
       constexpr std::size_t kWidth = 30;
-      const std::size_t filled = total == 0 ? kWidth : done * kWidth / total;
+      // Autotune searches fill the bar by variant steps, other jobs by jobs.
+      const std::size_t filled = steps_total > 0 ? steps_done * kWidth / steps_total
+                                 : total == 0    ? kWidth
+                                                 : done * kWidth / total;
       std::fprintf(stderr, "\rjobs [%s%s] %zu/%zu done, %zu running, %zu queued, %zu failed%s   ",
                    std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(),
                    done, total, running, queued, failed,

@@ -32,6 +32,7 @@ struct ParsedSearch {
   compiler::CompileSpec base;
   compiler::AutotuneSearch search;
   compiler::Space space;
+  std::string device; // cpu | cuda
 };
 
 tl::expected<ParsedSearch, std::string> parse_search(const std::string& spec_json) {
@@ -46,11 +47,16 @@ tl::expected<ParsedSearch, std::string> parse_search(const std::string& spec_jso
   if (base->name_expressions.empty()) {
     return tl::unexpected(std::string("autotune: name the kernel's entry in name_expressions"));
   }
-  if ((base->backend != compiler::Backend::kCpp && base->backend != compiler::Backend::kLlvmIr) ||
-      base->output != compiler::OutputKind::kSharedObject) {
+  const bool cpu =
+      (base->backend == compiler::Backend::kCpp || base->backend == compiler::Backend::kLlvmIr) &&
+      base->output == compiler::OutputKind::kSharedObject;
+  const bool cuda =
+      (base->backend == compiler::Backend::kCuda || base->backend == compiler::Backend::kPtx) &&
+      base->output == compiler::OutputKind::kCubin;
+  if (!cpu && !cuda) {
     return tl::unexpected(std::string(
-        "autotune: this kcached benchmarks CPU kernels (cpp or llvm-ir, output \"shared\"); GPU "
-        "variants need a GPU worker"));
+        "autotune: variants are CPU shared objects (cpp, llvm-ir; output \"shared\") or CUBINs "
+        "(cuda, ptx; output \"cubin\")"));
   }
   auto search = compiler::parse_autotune(doc["autotune"].dump());
   if (!search) {
@@ -60,7 +66,8 @@ tl::expected<ParsedSearch, std::string> parse_search(const std::string& spec_jso
   if (!space) {
     return tl::unexpected(space.error());
   }
-  return ParsedSearch{std::move(*base), std::move(*search), std::move(*space)};
+  return ParsedSearch{std::move(*base), std::move(*search), std::move(*space),
+                      cuda ? "cuda" : "cpu"};
 }
 
 } // namespace
@@ -74,8 +81,16 @@ SubmitResult JobManager::submit_autotune(const Submission& submission) {
   if (!template_key) {
     return {SubmitStatus::kUnavailable, std::nullopt, template_key.error()};
   }
+  // GPU variants are timed on this host's GPU: the workers reach it through
+  // the driver API.
+  const std::string& host_class =
+      parsed->device == "cuda" ? host_gpu_tuning_class_ : host_tuning_class_;
+  if (host_class.empty()) {
+    return {SubmitStatus::kUnavailable, std::nullopt,
+            "autotune: no GPU on this kcached's host to benchmark CUDA variants on"};
+  }
   const std::string tuning_class =
-      submission.tuning_class.empty() ? host_tuning_class_ : submission.tuning_class;
+      submission.tuning_class.empty() ? host_class : submission.tuning_class;
   // The search's identity: the template (with its toolchain), the search, and
   // the hardware it is timed on.
   const std::string search_key = "kat-" + cachekey::to_hex(cachekey::Sha256()
@@ -156,6 +171,7 @@ void JobManager::begin_autotune(const std::string& id) {
       job.started_ms = wall_ms();
       ++job.attempts;
       AutotuneState& state = autotunes_[id];
+      state.device = parsed->device;
       state.base = parsed->base;
       state.search = parsed->search;
       state.space = parsed->space;
@@ -252,7 +268,7 @@ void JobManager::run_autotune(const std::string& id, const std::stop_token& canc
   } else {
     compiler::BenchRequest base;
     base.search_json = state.search.json;
-    base.device = "cpu";
+    base.device = state.device;
     base.entry = state.base.name_expressions.front();
     base.reference = {"reference", state.search.benchmark.reference, *reference};
     table = compiler::run_search(
@@ -280,6 +296,7 @@ void JobManager::run_autotune(const std::string& id, const std::stop_token& canc
     }
   }
   if (failure.empty() && winner != nullptr && !cancel.stop_requested()) {
+    const std::string file = state.device == "cuda" ? "kernel.cubin" : "kernel.so";
     const std::map<std::string, std::string> metadata = {
         {"autotune_winner", winner->variant.id},
         {"autotune_params", cachekey::json_text(json(winner->variant.params))},
@@ -287,9 +304,8 @@ void JobManager::run_autotune(const std::string& id, const std::stop_token& canc
         {"autotune_table", table_json},
         {"job", id}};
     for (const std::string& key : keys) {
-      auto stored =
-          artifacts_.put(key, {{"kernel.so", *winner->binary}, {"autotune.json", table_json}},
-                         "kcache-autotune", metadata);
+      auto stored = artifacts_.put(key, {{file, *winner->binary}, {"autotune.json", table_json}},
+                                   "kcache-autotune", metadata);
       if (!stored) {
         publish_error = stored.error().message;
         break;

@@ -100,6 +100,10 @@ JobManager::JobManager(PrivateTag, const JobsConfig& config, compiler::WorkerRun
                        storage::Store& store, MetricsRegistry& metrics)
     : config_(config), runner_(std::move(runner)), toolchains_(std::move(toolchains)),
       host_tuning_class_(cachekey::hardware_class(cachekey::detect_cpu()).tuning_class),
+      host_gpu_tuning_class_([] {
+        const auto gpus = cachekey::detect_gpus();
+        return gpus.empty() ? std::string() : cachekey::hardware_class(gpus.front()).tuning_class;
+      }()),
       journal_(std::move(journal)), artifacts_(store), queue_(config.queue_capacity),
       compiles_ok_(metrics.counter("kcache_compiles_total", "Compiles run by workers",
                                    {{"result", "succeeded"}})),

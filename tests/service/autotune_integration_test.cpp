@@ -4,6 +4,7 @@
 
 #include "kcached_process.h"
 
+#include <kcache/cachekey/hardware.h>
 #include <kcache/client/client.h>
 
 #include <dlfcn.h>
@@ -271,6 +272,23 @@ TEST(Autotune, ReductionUnrollAndHalvingMatchesExhaustive) {
     eliminated |= row["status"] == "eliminated";
   }
   EXPECT_TRUE(eliminated) << th.dump(2);
+}
+
+TEST(Autotune, CudaSearchesNeedAGpuOnTheServiceHost) {
+  if (!cachekey::detect_gpus().empty()) {
+    GTEST_SKIP() << "this host has a GPU: scripts/device/gpu_autotune.sh measures CUDA searches";
+  }
+  KcachedProcess kcached(worker_args());
+  auto c = connect(kcached.url());
+  json spec = matmul_spec("exhaustive");
+  spec["backend"] = "cuda";
+  spec["output"] = "cubin";
+  spec["target"] = "sm_90a";
+  json body{{"key", "kc1-gemm"}, {"spec", spec}};
+  auto res = c->request(client::HttpMethod::kPost, "/v1/jobs", body.dump(), "application/json");
+  ASSERT_TRUE(res.has_value());
+  EXPECT_EQ(res->status, 503);
+  EXPECT_NE(res->body.find("no GPU"), std::string::npos) << res->body;
 }
 
 } // namespace

@@ -124,6 +124,7 @@ private:
   // Autotune (job_autotune.cpp): a search job waits for its variants' compile
   // jobs (children), then benchmarks them on a worker thread.
   struct AutotuneState {
+    std::string device; // cpu | cuda: where the variants are timed
     compiler::CompileSpec base;
     compiler::AutotuneSearch search;
     compiler::Space space;
@@ -153,7 +154,8 @@ private:
   const JobsConfig config_;
   const compiler::WorkerRunner runner_;
   const compiler::Toolchains toolchains_;
-  const std::string host_tuning_class_; // this host's CPU, for CPU autotune
+  const std::string host_tuning_class_;     // this host's CPU, for CPU autotune
+  const std::string host_gpu_tuning_class_; // its first GPU; "" without one
   std::unique_ptr<JobJournal> journal_;
   storage::ArtifactStore artifacts_;
 
