@@ -1,5 +1,6 @@
 #include "bench_inputs.h"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -49,6 +50,15 @@ double compare_as(const std::vector<std::uint8_t>& got, const std::vector<std::u
 }
 
 } // namespace
+
+void summarize_times(std::vector<double> times_us, BenchResult& result) {
+  if (times_us.empty()) {
+    return;
+  }
+  std::sort(times_us.begin(), times_us.end());
+  result.median_us = times_us[times_us.size() / 2];
+  result.min_us = times_us.front();
+}
 
 Bindings bench_scope(const BenchmarkSpec& bench, const Bindings& params) {
   Bindings scope = bench.shapes;

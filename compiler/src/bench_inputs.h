@@ -4,6 +4,7 @@
 // comparison of a variant's outputs with the reference's.
 
 #include <kcache/compiler/autotune_spec.h>
+#include <kcache/compiler/bench_protocol.h>
 
 #include <tl/expected.hpp>
 
@@ -27,6 +28,9 @@ tl::expected<std::string, std::string> args_signature(const BenchmarkSpec& bench
                                                       const Bindings& params);
 tl::expected<std::vector<HostArg>, std::string> make_host_args(const BenchmarkSpec& bench,
                                                                const Bindings& params);
+
+// Fills the result's median and minimum (microseconds) from the repeats.
+void summarize_times(std::vector<double> times_us, BenchResult& result);
 
 using OutputBytes = std::vector<std::vector<std::uint8_t>>;
 // Floats within tolerance * (1 + |want|), integers exactly; NaN never matches.

@@ -2,11 +2,10 @@
 
 #include "bench_inputs.h"
 
-#include <dlfcn.h>
+#include <kcache/compiler/memory_object.h>
+
 #include <ffi.h>
 #include <sched.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -15,42 +14,6 @@
 
 namespace kcache::compiler {
 namespace {
-
-// A shared object loaded from memory (memfd): nothing touches the disk.
-class LoadedObject {
-public:
-  explicit LoadedObject(const std::string& bytes) {
-    fd_ = ::memfd_create("kcache-variant.so", MFD_CLOEXEC);
-    if (fd_ < 0 || ::write(fd_, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) {
-      error_ = "cannot stage the shared object in memory";
-      return;
-    }
-    const std::string path = "/proc/self/fd/" + std::to_string(fd_);
-    handle_ = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle_ == nullptr) {
-      error_ = ::dlerror();
-    }
-  }
-  ~LoadedObject() {
-    if (handle_ != nullptr) {
-      ::dlclose(handle_);
-    }
-    if (fd_ >= 0) {
-      ::close(fd_);
-    }
-  }
-  LoadedObject(const LoadedObject&) = delete;
-  LoadedObject& operator=(const LoadedObject&) = delete;
-  void* symbol(const std::string& name) const {
-    return handle_ == nullptr ? nullptr : ::dlsym(handle_, name.c_str());
-  }
-  const std::string& error() const { return error_; }
-
-private:
-  int fd_ = -1;
-  void* handle_ = nullptr;
-  std::string error_;
-};
 
 ffi_type* ffi_type_of(DType d) {
   switch (d) {
@@ -171,7 +134,7 @@ Measured measure(Arguments& args, const BenchmarkSpec& bench, const std::string&
   Measured m;
   m.result.id = v.id;
   m.result.status = "error";
-  LoadedObject object(v.binary);
+  MemoryObject object(v.binary);
   void* fn = object.symbol(entry);
   if (fn == nullptr) {
     m.result.error = "cannot load " + entry + ": " + object.error();
@@ -192,9 +155,7 @@ Measured measure(Arguments& args, const BenchmarkSpec& bench, const std::string&
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
             .count());
   }
-  std::sort(times.begin(), times.end());
-  m.result.median_us = times[times.size() / 2];
-  m.result.min_us = times.front();
+  summarize_times(std::move(times), m.result);
   if (check) {
     args.call(fn, 0); // the checked run: input set 0, as the reference's
     m.outputs = args.outputs();

@@ -227,9 +227,7 @@ Measured measure(CudaDriver& gpu, ArgsCache& cache, const BenchmarkSpec& bench,
     }
     times.push_back(*ms * 1000.0);
   }
-  std::sort(times.begin(), times.end());
-  m.result.median_us = times[times.size() / 2];
-  m.result.min_us = times.front();
+  summarize_times(std::move(times), m.result);
   if (!check) {
     m.result.status = "ok";
     return m;

@@ -1,10 +1,7 @@
 #include "checks.h"
 
 #include <kcache/compiler/cubin.h>
-
-#include <dlfcn.h>
-#include <sys/mman.h>
-#include <unistd.h>
+#include <kcache/compiler/memory_object.h>
 
 #include <cmath>
 #include <random>
@@ -53,42 +50,6 @@ double binary_ref(const std::string& op, double a, double b) {
   }
   return std::max(a, b);
 }
-
-// A shared object loaded from memory (memfd): nothing touches the disk.
-class LoadedObject {
-public:
-  explicit LoadedObject(const std::string& bytes) {
-    fd_ = ::memfd_create("kcache-kernel.so", MFD_CLOEXEC);
-    if (fd_ < 0 || ::write(fd_, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) {
-      error_ = "memfd_create/write failed";
-      return;
-    }
-    const std::string path = "/proc/self/fd/" + std::to_string(fd_);
-    handle_ = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle_ == nullptr) {
-      error_ = ::dlerror();
-    }
-  }
-  ~LoadedObject() {
-    if (handle_ != nullptr) {
-      ::dlclose(handle_);
-    }
-    if (fd_ >= 0) {
-      ::close(fd_);
-    }
-  }
-  LoadedObject(const LoadedObject&) = delete;
-  LoadedObject& operator=(const LoadedObject&) = delete;
-  void* symbol(const std::string& name) const {
-    return handle_ == nullptr ? nullptr : ::dlsym(handle_, name.c_str());
-  }
-  const std::string& error() const { return error_; }
-
-private:
-  int fd_ = -1;
-  void* handle_ = nullptr;
-  std::string error_;
-};
 
 template <typename Fn> Fn as(void* symbol) {
   return reinterpret_cast<Fn>(symbol);
@@ -226,7 +187,7 @@ CheckResult compare(const std::vector<float>& got, const Problem& problem) {
 }
 
 CheckResult check_cpu(const Kernel& kernel, const std::string& shared_object) {
-  LoadedObject object(shared_object);
+  compiler::MemoryObject object(shared_object);
   void* fn = object.symbol(kernel.entry);
   if (fn == nullptr) {
     return {false, 0, "cannot load " + kernel.entry + ": " + object.error()};

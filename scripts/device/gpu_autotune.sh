@@ -13,15 +13,13 @@ cd "$(dirname "$0")/../.."
 case "${1:-}" in
   prepare)
     scripts/setup >/dev/null
+    source scripts/lib/kcached.sh
     work=$(mktemp -d)
-    build/release/service/kcached --listen 127.0.0.1:0 --port-file "$work/port" \
-      --data-dir "$work/data" --log-level warn >"$work/kcached.log" 2>&1 &
-    pid=$!
-    trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
-    for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
+    trap 'stop_kcached; rm -rf "$work"' EXIT
+    start_kcached "$work"
     rm -rf .device/autotune && mkdir -p .device/include/tl
     build/release/bench/gpu_autotune_export bench/autotune/gemm_search.json .device/autotune \
-      --url "http://127.0.0.1:$(cat "$work/port")"
+      --url "$KCACHE_URL"
     cp /usr/include/tl/expected.hpp .device/include/tl/
     cp -r /usr/include/nlohmann .device/include/
     ;;

@@ -15,14 +15,12 @@ cd "$(dirname "$0")/../.."
 case "${1:-}" in
   prepare)
     scripts/setup >/dev/null
+    source scripts/lib/kcached.sh
     work=$(mktemp -d)
-    build/release/service/kcached --listen 127.0.0.1:0 --port-file "$work/port" \
-      --data-dir "$work/data" --log-level warn >"$work/kcached.log" 2>&1 &
-    pid=$!
-    trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
-    for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
+    trap 'stop_kcached; rm -rf "$work"' EXIT
+    start_kcached "$work"
     rm -rf .device/trainer && mkdir -p .device/trainer .device/include/tl
-    build/release/examples/kcache_trainer --url "http://127.0.0.1:$(cat "$work/port")" \
+    build/release/examples/kcache_trainer --url "$KCACHE_URL" \
       --phase export --export .device/trainer/corpus
     cp /usr/include/tl/expected.hpp .device/include/tl/
     cp -r /usr/include/nlohmann .device/include/
@@ -34,6 +32,7 @@ case "${1:-}" in
       -I.device/include -Iexamples/trainer \
       examples/trainer/gpu_corpus_check.cpp examples/trainer/checks.cpp \
       examples/trainer/corpus.cpp compiler/src/cubin.cpp compiler/src/cuda_driver.cpp \
+      compiler/src/memory_object.cpp \
       -ldl -o "$bin"
     "$bin" .device/trainer/corpus
     ;;
