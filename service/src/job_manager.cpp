@@ -453,6 +453,9 @@ void JobManager::run_job(const std::string& id) {
     Job& job = jobs_.at(id);
     autotune = job.kind == "autotune";
     if (autotune) {
+      if (is_finished(job.state) || !autotunes_.contains(id)) {
+        return; // cancelled between leaving the queue and reaching this thread
+      }
       ++running_count_;
       running_.emplace(id, cancel);
     }
