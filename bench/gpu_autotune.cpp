@@ -127,9 +127,10 @@ void compare_with_cublas(CudaDriver& gpu, int m, int n, int k, int repeats, doub
   Cublas::Handle handle = nullptr;
   cublas.create(&handle);
   const float alpha = 1.f, beta = 0.f;
-  auto* pa = reinterpret_cast<const float*>(*da);
-  auto* pb = reinterpret_cast<const float*>(*db);
-  auto* pc = reinterpret_cast<float*>(*dc);
+  // cuBLAS takes device addresses as pointers; the driver API hands out integers.
+  auto* pa = reinterpret_cast<const float*>(*da); // NOLINT(performance-no-int-to-ptr)
+  auto* pb = reinterpret_cast<const float*>(*db); // NOLINT(performance-no-int-to-ptr)
+  auto* pc = reinterpret_cast<float*>(*dc);       // NOLINT(performance-no-int-to-ptr)
   auto run = [&]() -> tl::expected<void, std::string> {
     const int status = cublas.sgemm(handle, 0, 0, n, m, k, &alpha, pb, n, pa, k, &beta, pc, n);
     if (status != 0) {
