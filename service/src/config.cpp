@@ -127,6 +127,9 @@ tl::expected<ServiceConfig, std::string> load_config_file(const std::string& pat
     if (auto v = (*jobs)["worker_binary"].value<std::string>()) {
       c.jobs.worker_binary = *v;
     }
+    if (auto v = (*jobs)["tuning_class"].value<std::string>()) {
+      c.jobs.tuning_class = *v;
+    }
     auto count = [&](std::string_view key, auto& out) {
       if (auto v = (*jobs)[key].value<std::int64_t>()) {
         out = static_cast<std::remove_reference_t<decltype(out)>>(std::max<std::int64_t>(0, *v));
@@ -192,6 +195,7 @@ usage: kcached [--config FILE] [options]
   --negative-ttl-s N     how long a failed compile is remembered (default 60)
   --compile-timeout-s N  wall-clock limit of one compile (default 300)
   --worker-memory SIZE   address-space limit of one worker (default 8GiB; 0: none)
+  --tuning-class NAME    the hardware this node benchmarks autotune variants on (default: detected)
 )";
 }
 
@@ -241,6 +245,8 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
                                      : c.limits.max_body_bytes) = *size;
     } else if (flag == "--worker-binary") {
       c.jobs.worker_binary = value;
+    } else if (flag == "--tuning-class") {
+      c.jobs.tuning_class = value;
     } else if (flag == "--workers" || flag == "--queue-capacity" || flag == "--negative-ttl-s" ||
                flag == "--compile-timeout-s") {
       auto n = parse_uint(value, flag);

@@ -89,8 +89,14 @@ SubmitResult JobManager::submit_autotune(const Submission& submission) {
     return {SubmitStatus::kUnavailable, std::nullopt,
             "autotune: no GPU on this kcached's host to benchmark CUDA variants on"};
   }
-  const std::string tuning_class =
-      submission.tuning_class.empty() ? host_class : submission.tuning_class;
+  // Variants are timed here: a request for other hardware belongs to a node
+  // of that tuning class.
+  if (!submission.tuning_class.empty() && submission.tuning_class != host_class) {
+    return {SubmitStatus::kUnavailable, std::nullopt,
+            "autotune: this kcached benchmarks on " + host_class + ", not " +
+                submission.tuning_class};
+  }
+  const std::string& tuning_class = host_class;
   // The search's identity: the template (with its toolchain), the search, and
   // the hardware it is timed on.
   const std::string search_key = "kat-" + cachekey::to_hex(cachekey::Sha256()

@@ -99,8 +99,13 @@ JobManager::JobManager(PrivateTag, const JobsConfig& config, compiler::WorkerRun
                        compiler::Toolchains toolchains, std::unique_ptr<JobJournal> journal,
                        storage::Store& store, MetricsRegistry& metrics)
     : config_(config), runner_(std::move(runner)), toolchains_(std::move(toolchains)),
-      host_tuning_class_(cachekey::hardware_class(cachekey::detect_cpu()).tuning_class),
-      host_gpu_tuning_class_([] {
+      host_tuning_class_(!config.tuning_class.empty()
+                             ? config.tuning_class
+                             : cachekey::hardware_class(cachekey::detect_cpu()).tuning_class),
+      host_gpu_tuning_class_([&config] {
+        if (!config.tuning_class.empty()) {
+          return config.tuning_class;
+        }
         const auto gpus = cachekey::detect_gpus();
         return gpus.empty() ? std::string() : cachekey::hardware_class(gpus.front()).tuning_class;
       }()),

@@ -3,6 +3,7 @@
 // reference; the winner published with its tuning table.
 
 #include "kcached_process.h"
+#include "redis_server.h"
 
 #include <kcache/cachekey/hardware.h>
 #include <kcache/client/client.h>
@@ -114,11 +115,8 @@ json reduce_spec() {
 }
 
 // Submits, waits, returns the finished job.
-json run(Client& c, const std::string& key, const json& spec, const std::string& tuning = "") {
-  json body{{"key", key}, {"spec", spec}};
-  if (!tuning.empty()) {
-    body["tuning_class"] = tuning;
-  }
+json run(Client& c, const std::string& key, const json& spec) {
+  const json body{{"key", key}, {"spec", spec}};
   auto res = c.request(client::HttpMethod::kPost, "/v1/jobs", body.dump(), "application/json");
   EXPECT_TRUE(res.has_value());
   const json answer = json::parse(res->body);
@@ -213,15 +211,15 @@ TEST(Autotune, BlockedMatmulFindsTheFastestCorrectTile) {
   ::dlclose(handle);
 
   // The same search on the same hardware: a hit, nothing runs.
-  const double compiles = metric(*c, R"(kcache_compiles_total{result="succeeded"})");
   EXPECT_EQ(run(*c, "kc1-matmul-tuned", matmul_spec("exhaustive"))["status"], "cached");
-  // Another tuning class: benchmarked again, but no variant is compiled again.
-  const json other = run(*c, "kc1-matmul-other-gpu-model", matmul_spec("exhaustive"), "cpu:other");
-  EXPECT_EQ(other["state"], "succeeded") << other.dump(2);
-  EXPECT_EQ(other["tuning_class"], "cpu:other");
-  EXPECT_EQ(metric(*c, R"(kcache_compiles_total{result="succeeded"})"), compiles)
-      << "the compiled variants were reused";
-  EXPECT_EQ(table_of(*c, "kc1-matmul-other-gpu-model")["rows"].size(), 15U);
+  // Other hardware is another node's work: this one says so.
+  json body{
+      {"key", "kc1-elsewhere"}, {"spec", matmul_spec("exhaustive")}, {"tuning_class", "cpu:x"}};
+  auto elsewhere =
+      c->request(client::HttpMethod::kPost, "/v1/jobs", body.dump(), "application/json");
+  ASSERT_TRUE(elsewhere.has_value());
+  EXPECT_EQ(elsewhere->status, 503);
+  EXPECT_NE(elsewhere->body.find("not cpu:x"), std::string::npos) << elsewhere->body;
 
   // `kcache show` prints the tuning table.
   std::string out;
@@ -272,6 +270,34 @@ TEST(Autotune, ReductionUnrollAndHalvingMatchesExhaustive) {
     eliminated |= row["status"] == "eliminated";
   }
   EXPECT_TRUE(eliminated) << th.dump(2);
+}
+
+// Two nodes of different tuning classes share the cluster tier (a real
+// redis-server): the second benchmarks afresh but compiles nothing, because
+// every variant is already stored under its compile key.
+TEST(Autotune, AnotherTuningClassRebenchmarksWithoutCompiling) {
+  testing::RedisServer redis;
+  std::vector<std::string> a_args = worker_args(), b_args = worker_args();
+  for (auto* args : {&a_args, &b_args}) {
+    args->insert(args->end(), {"--redis-url", redis.url("namespace=autotune")});
+  }
+  b_args.insert(b_args.end(), {"--tuning-class", "cpu:another-model"});
+  KcachedProcess node_a(a_args), node_b(b_args);
+  auto a = connect(node_a.url());
+  auto b = connect(node_b.url());
+  const json on_a = run(*a, "kc1-matmul-a", matmul_spec("exhaustive"));
+  ASSERT_EQ(on_a["state"], "succeeded") << on_a.dump(2);
+  EXPECT_GT(metric(*a, R"(kcache_compiles_total{result="succeeded"})"), 0);
+
+  const json on_b = run(*b, "kc1-matmul-b", matmul_spec("exhaustive"));
+  ASSERT_EQ(on_b["state"], "succeeded") << on_b.dump(2) << node_b.log();
+  EXPECT_EQ(on_b["tuning_class"], "cpu:another-model");
+  EXPECT_NE(on_b["tuning_class"], on_a["tuning_class"]);
+  EXPECT_EQ(metric(*b, R"(kcache_compiles_total{result="succeeded"})"), 0)
+      << "node B compiled nothing: every variant came from the shared tier";
+  const json table = table_of(*b, "kc1-matmul-b");
+  EXPECT_EQ(table["rows"].size(), 15U);
+  EXPECT_GT(table["benchmarked"].get<int>(), 0) << "but it did benchmark, on its own hardware";
 }
 
 TEST(Autotune, CudaSearchesNeedAGpuOnTheServiceHost) {

@@ -24,6 +24,7 @@
 //   wall_clock_s    = 300                   # per compile
 //   cpu_time_s      = 300
 //   memory          = "8GiB"                # address space per worker; 0: unlimited
+//   tuning_class    = ""                    # autotune hardware; "" detects it
 //   [[tokens]]                              # none: no authentication (local use)
 //   token = "..."                           # sent as "Authorization: Bearer ..."
 //   role  = "admin"                         # read | submit | write | admin
@@ -64,6 +65,9 @@ struct JobsConfig {
   std::chrono::seconds wall_clock{300};
   std::chrono::seconds cpu_time{300};
   std::uint64_t memory_bytes = 8ULL << 30;
+  // The hardware this node benchmarks autotune variants on; "" detects it.
+  // Set it where detection is too coarse (e.g. a MIG slice).
+  std::string tuning_class;
 };
 
 struct ServiceConfig {

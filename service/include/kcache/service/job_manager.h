@@ -37,7 +37,7 @@ struct Submission {
   std::string key;       // the client's key; "" publishes under the compile key only
   std::string spec_json; // a CompileSpec; with an "autotune" member, a search
   int priority = 0;
-  std::string tuning_class; // autotune: the hardware to time on; "" this host's
+  std::string tuning_class; // autotune: must be this node's, if given
 };
 
 enum class SubmitStatus {
