@@ -20,6 +20,27 @@ struct HostArg {
   std::int64_t value = 0;                      // scalars
 };
 
+// A scalar argument held in every width; address() is what a call passes
+// (libffi and cuLaunchKernel both take a pointer to each argument).
+struct ScalarSlot {
+  std::int64_t i64 = 0;
+  std::int32_t i32 = 0;
+  float f32 = 0;
+  double f64 = 0;
+  void set(std::int64_t v) {
+    i64 = v;
+    i32 = static_cast<std::int32_t>(v);
+    f32 = static_cast<float>(v);
+    f64 = static_cast<double>(v);
+  }
+  void* address(DType d) {
+    return d == DType::kF32   ? static_cast<void*>(&f32)
+           : d == DType::kF64 ? static_cast<void*>(&f64)
+           : d == DType::kI32 ? static_cast<void*>(&i32)
+                              : static_cast<void*>(&i64);
+  }
+};
+
 // Sizes and scalars evaluate over the shapes and the variant's parameters.
 Bindings bench_scope(const BenchmarkSpec& bench, const Bindings& params);
 // Variants with equal signatures (buffer sizes, scalar values) get identical

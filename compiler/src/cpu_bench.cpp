@@ -47,7 +47,7 @@ public:
       return tl::unexpected(args.error());
     }
     args_ = std::move(*args);
-    scalars_.assign(args_.size(), Scalar{});
+    scalars_.assign(args_.size(), ScalarSlot{});
     pointers_.assign(args_.size(), nullptr);
     types_.clear();
     for (std::size_t i = 0; i < args_.size(); ++i) {
@@ -57,11 +57,7 @@ public:
         continue;
       }
       types_.push_back(ffi_type_of(spec.dtype));
-      Scalar& s = scalars_[i];
-      s.i64 = args_[i].value;
-      s.i32 = static_cast<std::int32_t>(args_[i].value);
-      s.f32 = static_cast<float>(args_[i].value);
-      s.f64 = static_cast<double>(args_[i].value);
+      scalars_[i].set(args_[i].value);
     }
     if (ffi_prep_cif(&cif_, FFI_DEFAULT_ABI, static_cast<unsigned>(types_.size()), &ffi_type_void,
                      types_.data()) != FFI_OK) {
@@ -86,12 +82,7 @@ public:
         pointers_[i] = storage.data();
         values.push_back(&pointers_[i]);
       } else {
-        Scalar& s = scalars_[i];
-        const DType d = a.spec->dtype;
-        values.push_back(d == DType::kF32   ? static_cast<void*>(&s.f32)
-                         : d == DType::kF64 ? static_cast<void*>(&s.f64)
-                         : d == DType::kI32 ? static_cast<void*>(&s.i32)
-                                            : static_cast<void*>(&s.i64));
+        values.push_back(scalars_[i].address(a.spec->dtype));
       }
     }
     // FFI_FN is a C cast; the same conversion, spelled for C++.
@@ -109,16 +100,10 @@ public:
   }
 
 private:
-  struct Scalar {
-    std::int64_t i64 = 0;
-    std::int32_t i32 = 0;
-    float f32 = 0;
-    double f64 = 0;
-  };
   bool built_ = false;
   std::string signature_;
   std::vector<HostArg> args_;
-  std::vector<Scalar> scalars_;
+  std::vector<ScalarSlot> scalars_;
   std::vector<void*> pointers_;
   std::vector<ffi_type*> types_;
   ffi_cif cif_{};

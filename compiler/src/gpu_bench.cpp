@@ -25,15 +25,11 @@ public:
   tl::expected<void, std::string> upload(std::vector<HostArg> host) {
     host_ = std::move(host);
     sets_.assign(host_.size(), {});
-    scalars_.assign(host_.size(), Scalar{});
+    scalars_.assign(host_.size(), ScalarSlot{});
     for (std::size_t i = 0; i < host_.size(); ++i) {
       const HostArg& a = host_[i];
       if (a.spec->kind == BenchArg::Kind::kScalar) {
-        Scalar& s = scalars_[i];
-        s.i64 = a.value;
-        s.i32 = static_cast<std::int32_t>(a.value);
-        s.f32 = static_cast<float>(a.value);
-        s.f64 = static_cast<double>(a.value);
+        scalars_[i].set(a.value);
         continue;
       }
       for (const auto& bytes : a.sets) {
@@ -66,12 +62,7 @@ public:
         }
         out.push_back(&pointers_[i]);
       } else {
-        Scalar& s = scalars_[i];
-        const DType d = a.spec->dtype;
-        out.push_back(d == DType::kF32   ? static_cast<void*>(&s.f32)
-                      : d == DType::kF64 ? static_cast<void*>(&s.f64)
-                      : d == DType::kI32 ? static_cast<void*>(&s.i32)
-                                         : static_cast<void*>(&s.i64));
+        out.push_back(scalars_[i].address(a.spec->dtype));
       }
     }
     return out;
@@ -93,16 +84,10 @@ public:
   }
 
 private:
-  struct Scalar {
-    std::int64_t i64 = 0;
-    std::int32_t i32 = 0;
-    float f32 = 0;
-    double f64 = 0;
-  };
   CudaDriver& gpu_;
   std::vector<HostArg> host_;
   std::vector<std::vector<DevicePtr>> sets_;
-  std::vector<Scalar> scalars_;
+  std::vector<ScalarSlot> scalars_;
   std::vector<DevicePtr> pointers_;
   std::vector<DevicePtr> owned_;
 };
