@@ -5,6 +5,7 @@
 #include <kcache/cachekey/sha256.h>
 #include <kcache/cachekey/wire.h>
 #include <kcache/service/job_manager.h>
+#include <kcache/service/lease_table.h>
 #include <kcache/service/request_handler.h>
 
 #include <nlohmann/json.hpp>
@@ -61,7 +62,7 @@ Role required_role(http::verb method, std::string_view path) {
   case http::verb::post:
     return jobs ? Role::kSubmit : Role::kWrite;
   case http::verb::delete_:
-    return jobs ? Role::kSubmit : Role::kAdmin;
+    return jobs ? Role::kSubmit : path.starts_with("/v1/leases/") ? Role::kWrite : Role::kAdmin;
   default:
     return Role::kRead; // GET, HEAD; anything else gets 405 from its route
   }
@@ -90,9 +91,9 @@ json info_json(const storage::ObjectInfo& info) {
 
 RequestHandler::RequestHandler(storage::Store& store, std::vector<TierView> tiers,
                                MetricsRegistry& metrics, std::vector<Token> tokens,
-                               JobManager* jobs)
+                               JobManager* jobs, LeaseTable* leases)
     : store_(store), artifacts_(store), tiers_(std::move(tiers)), metrics_(metrics),
-      tokens_(std::move(tokens)), jobs_(jobs) {
+      tokens_(std::move(tokens)), jobs_(jobs), leases_(leases) {
   for (std::size_t i = 0; i < kRoutes.size(); ++i) {
     durations_[i] =
         &metrics_.histogram("kcache_http_request_duration_seconds", "Time to handle a request",
@@ -178,6 +179,12 @@ Response RequestHandler::respond_now(const Request& request, const Prepared& pre
                           : dispatch(request, prepared.path, prepared.query, prepared.role, route);
   record_metrics(route, request.method(), response.result_int(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  // A stored artifact ends the single-flight lease on its key: waiters wake and hit.
+  if (leases_ != nullptr && request.method() == http::verb::put &&
+      response.result() == http::status::created && (route == "artifacts" || route == "ac")) {
+    const std::string_view path = prepared.path;
+    leases_->notify_put(std::string(path.substr(path.find('/', 4) + 1)));
+  }
   return response;
 }
 
@@ -192,6 +199,23 @@ void RequestHandler::handle_async(const Request& request, const Responder& respo
       prepared.path.starts_with("/v1/jobs/")) {
     const std::string wait = prepared.query.get("wait_ms", "0");
     std::from_chars(wait.data(), wait.data() + wait.size(), wait_ms);
+  }
+  if (!prepared.rejected && leases_ != nullptr && request.method() == http::verb::get &&
+      prepared.path.starts_with("/v1/artifacts/")) {
+    const std::string wait = prepared.query.get("wait_ms", "0");
+    std::int64_t artifact_wait = 0;
+    std::from_chars(wait.data(), wait.data() + wait.size(), artifact_wait);
+    Response now = respond_now(request, prepared);
+    const std::string key(prepared.path.substr(std::string_view("/v1/artifacts/").size()));
+    if (artifact_wait <= 0 || now.result() != http::status::not_found || !leases_->held(key)) {
+      respond(std::move(now));
+      return;
+    }
+    // A miss while another producer holds the lease: wait for its put.
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(std::min(artifact_wait, kMaxWaitMs));
+    leases_->wait_for_put(key, deadline, [this, respond, request] { respond(handle(request)); });
+    return;
   }
   if (wait_ms <= 0) {
     respond(respond_now(request, prepared));
@@ -285,6 +309,12 @@ Response RequestHandler::dispatch(const Request& req, std::string_view path, con
       return error(req, http::status::forbidden, "admin routes need the admin role");
     }
     return is_gc ? gc(req, query) : verify(req, query);
+  }
+  if (auto key = tail("/v1/leases/")) {
+    route = "leases";
+    return only({http::verb::post, http::verb::put, http::verb::delete_})
+               ? lease(req, *key, query)
+               : method_not_allowed("POST, PUT, DELETE");
   }
   if (path == "/v1/jobs" || path.starts_with("/v1/jobs/")) {
     route = path == "/v1/jobs" ? "jobs" : "job";

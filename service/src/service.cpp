@@ -94,8 +94,10 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
     }
   }
 
-  service->handler_ = std::make_unique<RequestHandler>(*service->store_, views, metrics,
-                                                       config.tokens, service->jobs_.get());
+  service->leases_ = std::make_unique<LeaseTable>();
+  service->handler_ =
+      std::make_unique<RequestHandler>(*service->store_, views, metrics, config.tokens,
+                                       service->jobs_.get(), service->leases_.get());
   service->server_ = std::make_unique<HttpServer>(
       service->io_,
       [handler = service->handler_.get()](Request&& r, const Responder& respond) {
@@ -127,6 +129,7 @@ void Service::stop() {
     // running compiles stay journaled and resume after a restart.
     jobs_->shutdown();
   }
+  leases_->release_all_waiters(); // gets waiting for a producer answer now
   server_->drain([this] { io_.stop(); });
 }
 

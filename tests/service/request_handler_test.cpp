@@ -242,6 +242,19 @@ TEST_F(AuthTest, RolesGateMethods) {
   EXPECT_EQ(call(http::verb::delete_, target, "", "a-token").result(), http::status::ok);
 }
 
+// Leases are for producers: the write role takes and releases them.
+TEST_F(AuthTest, LeasesNeedTheWriteRole) {
+  EXPECT_EQ(call(http::verb::post, "/v1/leases/k?ttl_ms=1000", "", "r-token").result(),
+            http::status::forbidden);
+  EXPECT_EQ(call(http::verb::delete_, "/v1/leases/k?token=t", "", "s-token").result(),
+            http::status::forbidden);
+  // This handler has no lease table: past the role check, the routes say so.
+  EXPECT_EQ(call(http::verb::post, "/v1/leases/k?ttl_ms=1000", "", "w-token").result(),
+            http::status::not_found);
+  EXPECT_EQ(call(http::verb::get, "/v1/leases/k", "", "w-token").result(),
+            http::status::method_not_allowed);
+}
+
 // Submitting and cancelling jobs is the submit role's; it may not write the
 // action cache. (This handler has no job manager: past the role check, 503.)
 TEST_F(AuthTest, TheSubmitRoleSubmitsJobsButWritesNothing) {

@@ -11,6 +11,7 @@
 #include <kcache/client/artifact.h>
 #include <kcache/client/http_transport.h>
 #include <kcache/client/jobs.h>
+#include <kcache/client/lease.h>
 
 #include <tl/expected.hpp>
 
@@ -51,6 +52,15 @@ public:
 
   // An artifact, or nullopt on a miss.
   Result<std::optional<Artifact>> get(std::string_view key);
+  // As get, but a miss while another producer holds the key's lease waits up
+  // to `wait` for its put (a dead holder's lease expiry ends the wait too).
+  Result<std::optional<Artifact>> get(std::string_view key, std::chrono::milliseconds wait);
+  // Leases (lease.h).
+  Result<Lease> acquire_lease(std::string_view key, std::chrono::milliseconds ttl,
+                              std::string_view holder);
+  Result<bool> renew_lease(std::string_view key, std::string_view token,
+                           std::chrono::milliseconds ttl);
+  Result<void> release_lease(std::string_view key, std::string_view token);
   Result<void> put(std::string_view key, const std::vector<File>& files,
                    const PutOptions& options = {});
   Result<bool> exists(std::string_view key);

@@ -24,9 +24,16 @@
 //   GET  /v1/jobs/{id}?wait_ms=N           the job; long-polls up to N ms (at most
 //                                          kMaxWaitMs) until it finishes
 //   DELETE /v1/jobs/{id}                   cancel
+//   POST /v1/leases/{key}?ttl_ms=&holder=  single-flight for outside producers:
+//                                          {"granted", "token"} or who holds it, or
+//                                          {"cached": true}
+//   PUT  /v1/leases/{key}?token=&ttl_ms=   renew (409 unless the holder's token)
+//   DELETE /v1/leases/{key}?token=         release
+//   GET  /v1/artifacts/{key}?wait_ms=N     a miss under a held lease waits (up to
+//                                          kMaxWaitMs) for the holder's put
 //
-// Roles: GET/HEAD need read; POST and DELETE on jobs need submit; PUT and the
-// other POSTs need write; other DELETEs need admin.
+// Roles: GET/HEAD need read; POST and DELETE on jobs need submit; PUT, the
+// other POSTs and lease DELETEs need write; other DELETEs need admin.
 
 #include <kcache/service/config.h>
 #include <kcache/service/job.h>
@@ -72,6 +79,7 @@ private:
 };
 
 class JobManager;
+class LeaseTable;
 
 // A tier as /v1/stats and /metrics report it.
 struct TierView {
@@ -82,8 +90,10 @@ struct TierView {
 class RequestHandler {
 public:
   // `jobs` may be null: this kcached compiles nothing and the job routes say so.
+  // `leases` may be null: no lease routes, and gets do not wait.
   RequestHandler(storage::Store& store, std::vector<TierView> tiers, MetricsRegistry& metrics,
-                 std::vector<Token> tokens, JobManager* jobs = nullptr);
+                 std::vector<Token> tokens, JobManager* jobs = nullptr,
+                 LeaseTable* leases = nullptr);
 
   // Answers at once; a job long-poll answers with the job's current state.
   Response handle(const Request& request);
@@ -115,12 +125,14 @@ private:
   Response jobs(const Request& request, std::string_view path, const Query& query);
   Response submit_job(const Request& request);
   Response job_response(const Request& request, const std::optional<Job>& job, std::string_view id);
+  // The lease routes (lease_routes.cpp).
+  Response lease(const Request& request, std::string_view key, const Query& query);
 
   // Instruments are looked up once and cached: the hot path builds no label
   // strings and takes no exclusive lock.
-  static constexpr std::array<std::string_view, 14> kRoutes = {
-      "unknown",   "healthz", "metrics",      "stats",    "ac",    "cas",  "artifacts",
-      "batch_get", "entries", "admin_verify", "admin_gc", "entry", "jobs", "job"};
+  static constexpr std::array<std::string_view, 15> kRoutes = {
+      "unknown", "healthz",      "metrics",  "stats", "ac",   "cas", "artifacts", "batch_get",
+      "entries", "admin_verify", "admin_gc", "entry", "jobs", "job", "leases"};
   void record_metrics(std::string_view route, http::verb method, unsigned status, double seconds);
 
   storage::Store& store_;
@@ -132,6 +144,7 @@ private:
   MetricsRegistry& metrics_;
   std::vector<Token> tokens_;
   JobManager* jobs_;
+  LeaseTable* leases_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 

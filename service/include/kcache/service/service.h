@@ -8,6 +8,7 @@
 #include <kcache/service/config.h>
 #include <kcache/service/http_server.h>
 #include <kcache/service/job_manager.h>
+#include <kcache/service/lease_table.h>
 #include <kcache/service/metrics.h>
 #include <kcache/service/request_handler.h>
 #include <kcache/storage/store.h>
@@ -41,6 +42,7 @@ private:
   std::unique_ptr<storage::Store> store_;
   MetricsRegistry metrics_;
   std::unique_ptr<JobManager> jobs_; // null when this kcached compiles nothing
+  std::unique_ptr<LeaseTable> leases_;
   std::unique_ptr<RequestHandler> handler_;
   std::unique_ptr<HttpServer> server_;
 };

@@ -1,0 +1,67 @@
+// The /v1/leases routes of RequestHandler: single-flight for producers outside
+// the service (lease_table.h).
+
+#include "responses.h"
+
+#include <kcache/cachekey/wire.h>
+#include <kcache/service/lease_table.h>
+#include <kcache/service/request_handler.h>
+
+#include <algorithm>
+#include <charconv>
+
+namespace kcache::service {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::int64_t kDefaultTtlMs = 30'000;
+constexpr std::int64_t kMaxTtlMs = 600'000;
+
+std::chrono::milliseconds ttl_of(const std::string& text) {
+  std::int64_t ms = kDefaultTtlMs;
+  std::from_chars(text.data(), text.data() + text.size(), ms);
+  return std::chrono::milliseconds(std::clamp<std::int64_t>(ms, 1, kMaxTtlMs));
+}
+
+} // namespace
+
+Response RequestHandler::lease(const Request& req, std::string_view key, const Query& query) {
+  if (leases_ == nullptr) {
+    return error(req, http::status::not_found, "this kcached has no leases");
+  }
+  if (!cachekey::wire::is_valid_action_key(key)) {
+    return error(req, http::status::bad_request, "invalid key");
+  }
+  const std::string k(key);
+  const std::string token = query.get("token");
+  switch (req.method()) {
+  case http::verb::post: {
+    // Already produced: nobody needs to compile it.
+    if (auto record = artifacts_.get_record(k); record && *record) {
+      return json_response(req, http::status::ok, json{{"granted", false}, {"cached", true}});
+    }
+    const LeaseGrant g =
+        leases_->acquire(k, query.get("holder", "anonymous"), ttl_of(query.get("ttl_ms")));
+    json body{{"granted", g.granted},
+              {"cached", false},
+              {"holder", g.holder},
+              {"expires_in_ms", g.expires_in.count()}};
+    if (g.granted) {
+      body["token"] = g.token;
+    }
+    return json_response(req, http::status::ok, body);
+  }
+  case http::verb::put:
+    return leases_->renew(k, token, ttl_of(query.get("ttl_ms")))
+               ? json_response(req, http::status::ok, json{{"renewed", true}})
+               : error(req, http::status::conflict, "not the holder of a live lease on " + k);
+  default:
+    return leases_->release(k, token)
+               ? json_response(req, http::status::ok, json{{"released", true}})
+               : error(req, http::status::conflict, "not the holder of the lease on " + k);
+  }
+}
+
+} // namespace kcache::service

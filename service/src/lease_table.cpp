@@ -1,0 +1,166 @@
+#include <kcache/service/job.h>
+#include <kcache/service/lease_table.h>
+
+#include <algorithm>
+
+namespace kcache::service {
+
+LeaseTable::LeaseTable()
+    : housekeeper_([this](const std::stop_token& stop) { housekeeping_loop(stop); }) {}
+
+LeaseTable::~LeaseTable() {
+  housekeeper_.request_stop();
+  cv_.notify_all();
+  if (housekeeper_.joinable()) {
+    housekeeper_.join();
+  }
+  release_all_waiters();
+}
+
+LeaseGrant LeaseTable::acquire(const std::string& key, const std::string& holder,
+                               std::chrono::milliseconds ttl) {
+  std::lock_guard lock(mu_);
+  const auto now = Clock::now();
+  if (const auto it = leases_.find(key); it != leases_.end() && it->second.expires > now) {
+    return {false, "", it->second.holder,
+            std::chrono::duration_cast<std::chrono::milliseconds>(it->second.expires - now)};
+  }
+  Lease lease{new_job_id(), holder, now + ttl};
+  leases_[key] = lease;
+  ++generation_;
+  cv_.notify_all();
+  return {true, lease.token, holder, ttl};
+}
+
+bool LeaseTable::renew(const std::string& key, const std::string& token,
+                       std::chrono::milliseconds ttl) {
+  std::lock_guard lock(mu_);
+  const auto it = leases_.find(key);
+  if (it == leases_.end() || it->second.token != token || it->second.expires <= Clock::now()) {
+    return false;
+  }
+  it->second.expires = Clock::now() + ttl;
+  return true;
+}
+
+bool LeaseTable::release(const std::string& key, const std::string& token) {
+  Callbacks wake;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = leases_.find(key);
+    if (it == leases_.end() || it->second.token != token) {
+      return false;
+    }
+    end_lease_locked(key, wake);
+  }
+  for (auto& done : wake) {
+    done();
+  }
+  return true;
+}
+
+bool LeaseTable::held(const std::string& key) {
+  std::lock_guard lock(mu_);
+  const auto it = leases_.find(key);
+  return it != leases_.end() && it->second.expires > Clock::now();
+}
+
+void LeaseTable::wait_for_put(const std::string& key, Clock::time_point deadline,
+                              std::function<void()> done) {
+  {
+    std::lock_guard lock(mu_);
+    const auto it = leases_.find(key);
+    if (it != leases_.end() && it->second.expires > Clock::now() && deadline > Clock::now()) {
+      waiters_[key].push_back({deadline, std::move(done)});
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+  }
+  done();
+}
+
+void LeaseTable::notify_put(const std::string& key) {
+  Callbacks wake;
+  {
+    std::lock_guard lock(mu_);
+    end_lease_locked(key, wake);
+  }
+  for (auto& done : wake) {
+    done();
+  }
+}
+
+void LeaseTable::release_all_waiters() {
+  Callbacks wake;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [key, list] : waiters_) {
+      for (Waiter& w : list) {
+        wake.push_back(std::move(w.done));
+      }
+    }
+    waiters_.clear();
+  }
+  for (auto& done : wake) {
+    done();
+  }
+}
+
+void LeaseTable::end_lease_locked(const std::string& key, Callbacks& wake) {
+  leases_.erase(key);
+  if (const auto it = waiters_.find(key); it != waiters_.end()) {
+    for (Waiter& w : it->second) {
+      wake.push_back(std::move(w.done));
+    }
+    waiters_.erase(it);
+  }
+}
+
+void LeaseTable::housekeeping_loop(const std::stop_token& stop) {
+  std::unique_lock lock(mu_);
+  while (!stop.stop_requested()) {
+    auto next = Clock::now() + std::chrono::seconds(1);
+    for (const auto& [key, lease] : leases_) {
+      next = std::min(next, lease.expires);
+    }
+    for (const auto& [key, list] : waiters_) {
+      for (const Waiter& w : list) {
+        next = std::min(next, w.deadline);
+      }
+    }
+    const std::uint64_t generation = generation_;
+    cv_.wait_until(lock, stop, next, [&] { return generation_ != generation; });
+    const auto now = Clock::now();
+    Callbacks wake;
+    // Expired leases end (their holder died or stalled): waiters go on to miss.
+    for (auto it = leases_.begin(); it != leases_.end();) {
+      const std::string key = it->first;
+      ++it;
+      if (leases_.at(key).expires <= now) {
+        end_lease_locked(key, wake);
+      }
+    }
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      auto& list = it->second;
+      for (auto w = list.begin(); w != list.end();) {
+        if (w->deadline <= now) {
+          wake.push_back(std::move(w->done));
+          w = list.erase(w);
+        } else {
+          ++w;
+        }
+      }
+      it = list.empty() ? waiters_.erase(it) : std::next(it);
+    }
+    if (!wake.empty()) {
+      lock.unlock();
+      for (auto& done : wake) {
+        done();
+      }
+      lock.lock();
+    }
+  }
+}
+
+} // namespace kcache::service
