@@ -341,6 +341,82 @@ kcache_status kcache_get_or_compile(kcache_client* client, const char* key, cons
   });
 }
 
+kcache_status kcache_lease_acquire(kcache_client* client, const char* key, int32_t ttl_ms,
+                                   const char* holder, kcache_buffer* token, kcache_buffer* info) {
+  if (client == nullptr || key == nullptr || token == nullptr) {
+    return fail(KCACHE_ERR_INVALID, "kcache_lease_acquire: NULL argument");
+  }
+  *token = kcache_buffer{nullptr, 0};
+  if (info != nullptr) {
+    *info = kcache_buffer{nullptr, 0};
+  }
+  return guarded([&] {
+    auto lease = client->impl->acquire_lease(
+        key, std::chrono::milliseconds(ttl_ms > 0 ? ttl_ms : 30'000), holder ? holder : "");
+    if (!lease) {
+      return to_status(lease.error());
+    }
+    const nlohmann::json doc{{"granted", lease->granted},
+                             {"cached", lease->cached},
+                             {"holder", lease->holder},
+                             {"expires_in_ms", lease->expires_in.count()}};
+    if (info != nullptr && !fill(info, doc.dump())) {
+      return fail(KCACHE_ERR_PROTOCOL, "out of memory");
+    }
+    if (!lease->granted) {
+      return KCACHE_MISS;
+    }
+    // NUL-terminated, so C callers can pass it straight back.
+    return fill(token, lease->token + std::string(1, '\0'))
+               ? KCACHE_OK
+               : fail(KCACHE_ERR_PROTOCOL, "out of memory");
+  });
+}
+
+kcache_status kcache_lease_renew(kcache_client* client, const char* key, const char* token,
+                                 int32_t ttl_ms) {
+  if (client == nullptr || key == nullptr || token == nullptr) {
+    return fail(KCACHE_ERR_INVALID, "kcache_lease_renew: NULL argument");
+  }
+  return guarded([&] {
+    auto renewed = client->impl->renew_lease(
+        key, token, std::chrono::milliseconds(ttl_ms > 0 ? ttl_ms : 30'000));
+    if (!renewed) {
+      return to_status(renewed.error());
+    }
+    return *renewed ? KCACHE_OK : fail(KCACHE_ERR_REJECTED, "the lease is no longer held");
+  });
+}
+
+kcache_status kcache_lease_release(kcache_client* client, const char* key, const char* token) {
+  if (client == nullptr || key == nullptr || token == nullptr) {
+    return fail(KCACHE_ERR_INVALID, "kcache_lease_release: NULL argument");
+  }
+  return guarded([&] {
+    auto released = client->impl->release_lease(key, token);
+    return released ? KCACHE_OK : to_status(released.error());
+  });
+}
+
+kcache_status kcache_get_wait(kcache_client* client, const char* key, int32_t wait_ms,
+                              kcache_buffer* value) {
+  if (client == nullptr || key == nullptr || value == nullptr) {
+    return fail(KCACHE_ERR_INVALID, "kcache_get_wait: NULL argument");
+  }
+  *value = kcache_buffer{nullptr, 0};
+  return guarded([&] {
+    auto got = client->impl->get(key, std::chrono::milliseconds(std::max(0, wait_ms)));
+    if (!got) {
+      return to_status(got.error());
+    }
+    const std::string* bytes = got->has_value() ? value_file(**got) : nullptr;
+    if (bytes == nullptr) {
+      return KCACHE_MISS;
+    }
+    return fill(value, *bytes) ? KCACHE_OK : fail(KCACHE_ERR_PROTOCOL, "out of memory");
+  });
+}
+
 void kcache_buffer_free(kcache_buffer* buffer) {
   if (buffer != nullptr) {
     // Pairs with fill()'s malloc: the C ABI hands out plain C memory.

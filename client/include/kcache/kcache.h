@@ -21,7 +21,7 @@ extern "C" {
 
 /* C names are snake_case by convention; C++ naming rules do not apply here. */
 /* NOLINTBEGIN(readability-identifier-naming) */
-#define KCACHE_ABI_VERSION 2
+#define KCACHE_ABI_VERSION 3
 #define KCACHE_API __attribute__((visibility("default")))
 
 typedef enum kcache_status {
@@ -110,6 +110,28 @@ KCACHE_API kcache_status kcache_get_or_compile(kcache_client* client, const char
                                                const char* spec_json, int32_t flags,
                                                int32_t timeout_ms, kcache_buffer* binary,
                                                kcache_buffer* info);
+
+/* ABI 3: leases, single-flight for producers outside the service (a rank that
+ * compiles itself). The first to ask gets the lease and produces; the others
+ * wait in kcache_get_wait for its put. A holder that dies stops renewing, and
+ * its lease ends after ttl_ms. */
+
+/* KCACHE_OK: granted; token (a C string, freed with kcache_buffer_free) is
+ * for renew and release. KCACHE_MISS: someone else holds it (info, if not
+ * NULL: {"holder", "expires_in_ms"}), or the key is already stored
+ * ({"cached": true}). */
+KCACHE_API kcache_status kcache_lease_acquire(kcache_client* client, const char* key,
+                                              int32_t ttl_ms, const char* holder,
+                                              kcache_buffer* token, kcache_buffer* info);
+/* KCACHE_OK, or KCACHE_ERR_REJECTED when the token no longer holds the lease. */
+KCACHE_API kcache_status kcache_lease_renew(kcache_client* client, const char* key,
+                                            const char* token, int32_t ttl_ms);
+KCACHE_API kcache_status kcache_lease_release(kcache_client* client, const char* key,
+                                              const char* token);
+/* As kcache_get; a miss while another producer holds the key's lease waits up
+ * to wait_ms for its put (or the lease's end). */
+KCACHE_API kcache_status kcache_get_wait(kcache_client* client, const char* key, int32_t wait_ms,
+                                         kcache_buffer* value);
 
 KCACHE_API void kcache_buffer_free(kcache_buffer* buffer);
 

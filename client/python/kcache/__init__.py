@@ -24,7 +24,7 @@ from typing import Iterable, Optional, Sequence
 
 __all__ = ["Client", "Compiled", "KcacheError", "load_library", "Status"]
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 
 class Status:
@@ -130,6 +130,17 @@ def load_library() -> ctypes.CDLL:
             ctypes.POINTER(_Buffer),
             ctypes.POINTER(_Buffer),
         ]
+        lib.kcache_lease_acquire.argtypes = [
+            c_client,
+            ctypes.c_char_p,
+            ctypes.c_int32,
+            ctypes.c_char_p,
+            ctypes.POINTER(_Buffer),
+            ctypes.POINTER(_Buffer),
+        ]
+        lib.kcache_lease_renew.argtypes = [c_client, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32]
+        lib.kcache_lease_release.argtypes = [c_client, ctypes.c_char_p, ctypes.c_char_p]
+        lib.kcache_get_wait.argtypes = [c_client, ctypes.c_char_p, ctypes.c_int32, ctypes.POINTER(_Buffer)]
         lib.kcache_buffer_free.argtypes = [ctypes.POINTER(_Buffer)]
         lib.kcache_buffer_free.restype = None
         _lib = lib
@@ -227,9 +238,14 @@ class Client:
             raise TypeError("kcache keys are str")
         return key.encode()
 
-    def get(self, key: str) -> Optional[bytes]:
+    def get(self, key: str, wait_s: float = 0) -> Optional[bytes]:
+        """The value, or None on a miss. With wait_s, a miss while another
+        producer holds the key's lease waits (up to wait_s) for its put."""
         buf = _Buffer()
-        status = self._lib.kcache_get(self._handle, self._key(key), ctypes.byref(buf))
+        if wait_s > 0:
+            status = self._lib.kcache_get_wait(self._handle, self._key(key), int(wait_s * 1000), ctypes.byref(buf))
+        else:
+            status = self._lib.kcache_get(self._handle, self._key(key), ctypes.byref(buf))
         if status == Status.OK:
             return _take(self._lib, buf)
         if status != Status.MISS:
@@ -325,3 +341,37 @@ class Client:
             return Compiled(outcome, None, details)
         self._failed(status)
         return Compiled("error", None, {})
+
+    # Leases: single-flight for producers outside the service. The first
+    # caller gets {"granted": True, "token": ...} and produces; the others get
+    # {"granted": False, "holder": ...} (or {"cached": True}) and wait in
+    # get(key, wait_s=...). Failing open, a daemon that cannot answer grants
+    # the lease with token None ("offline"): the caller compiles as if alone.
+
+    def acquire_lease(self, key: str, ttl_s: float = 30.0, holder: str = "") -> dict:
+        token, info = _Buffer(), _Buffer()
+        status = self._lib.kcache_lease_acquire(
+            self._handle, self._key(key), int(ttl_s * 1000), holder.encode(), ctypes.byref(token), ctypes.byref(info)
+        )
+        if status in (Status.OK, Status.MISS):
+            result = json.loads(_take(self._lib, info) or b"{}")
+            raw = _take(self._lib, token)
+            result["token"] = raw.rstrip(b"\0").decode() if status == Status.OK else None
+            return result
+        self._failed(status)
+        return {"granted": True, "token": None, "offline": True}
+
+    def renew_lease(self, key: str, token: Optional[str], ttl_s: float = 30.0) -> bool:
+        if token is None:
+            return True  # an offline lease needs no heartbeat
+        status = self._lib.kcache_lease_renew(self._handle, self._key(key), token.encode(), int(ttl_s * 1000))
+        if status not in (Status.OK, Status.ERR_REJECTED):
+            self._failed(status)
+        return status == Status.OK
+
+    def release_lease(self, key: str, token: Optional[str]) -> None:
+        if token is None:
+            return
+        status = self._lib.kcache_lease_release(self._handle, self._key(key), token.encode())
+        if status != Status.OK:
+            self._failed(status)
