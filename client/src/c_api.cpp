@@ -160,21 +160,7 @@ void kcache_client_close(kcache_client* client) {
 }
 
 kcache_status kcache_get(kcache_client* client, const char* key, kcache_buffer* value) {
-  if (client == nullptr || key == nullptr || value == nullptr) {
-    return fail(KCACHE_ERR_INVALID, "kcache_get: NULL argument");
-  }
-  *value = kcache_buffer{nullptr, 0};
-  return guarded([&] {
-    auto got = client->impl->get(key);
-    if (!got) {
-      return to_status(got.error());
-    }
-    const std::string* bytes = got->has_value() ? value_file(**got) : nullptr;
-    if (bytes == nullptr) {
-      return KCACHE_MISS;
-    }
-    return fill(value, *bytes) ? KCACHE_OK : fail(KCACHE_ERR_PROTOCOL, "out of memory");
-  });
+  return kcache_get_wait(client, key, 0, value);
 }
 
 kcache_status kcache_put(kcache_client* client, const char* key, const uint8_t* data, size_t size) {
@@ -401,7 +387,7 @@ kcache_status kcache_lease_release(kcache_client* client, const char* key, const
 kcache_status kcache_get_wait(kcache_client* client, const char* key, int32_t wait_ms,
                               kcache_buffer* value) {
   if (client == nullptr || key == nullptr || value == nullptr) {
-    return fail(KCACHE_ERR_INVALID, "kcache_get_wait: NULL argument");
+    return fail(KCACHE_ERR_INVALID, "kcache_get: NULL argument");
   }
   *value = kcache_buffer{nullptr, 0};
   return guarded([&] {

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <thread>
 
 namespace kcache::client {
@@ -114,10 +115,20 @@ Result<HttpResponse> Client::request(HttpMethod method, std::string_view target,
 }
 
 Result<std::optional<Artifact>> Client::get(std::string_view key) {
+  return get(key, std::chrono::milliseconds(0));
+}
+
+Result<std::optional<Artifact>> Client::get(std::string_view key, std::chrono::milliseconds wait) {
   if (auto ok = check_key(key); !ok) {
     return tl::unexpected(ok.error());
   }
-  auto res = request(HttpMethod::kGet, "/v1/artifacts/" + std::string(key));
+  std::string target = "/v1/artifacts/" + std::string(key);
+  if (wait.count() > 0) {
+    target += "?wait_ms=" + std::to_string(wait.count());
+  }
+  // The daemon may hold a waiting get up to `wait`: the deadline covers that too.
+  auto res = round_trip(HttpRequest{HttpMethod::kGet, std::move(target), {}, {}, options_.token},
+                        std::max(wait, std::chrono::milliseconds(0)) + options_.timeout);
   if (!res) {
     return tl::unexpected(res.error());
   }

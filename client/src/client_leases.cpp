@@ -1,4 +1,4 @@
-// Client's lease calls and the waiting get.
+// Client's lease calls (the waiting get is Client::get in client.cpp).
 
 #include "responses.h"
 
@@ -30,36 +30,6 @@ std::string encode(std::string_view s) {
 }
 
 } // namespace
-
-Result<std::optional<Artifact>> Client::get(std::string_view key, std::chrono::milliseconds wait) {
-  if (wait.count() <= 0) {
-    return get(key);
-  }
-  if (auto ok = check_key(key); !ok) {
-    return tl::unexpected(ok.error());
-  }
-  auto res = round_trip(
-      HttpRequest{HttpMethod::kGet,
-                  "/v1/artifacts/" + std::string(key) + "?wait_ms=" + std::to_string(wait.count()),
-                  {},
-                  {},
-                  options_.token},
-      wait + options_.timeout);
-  if (!res) {
-    return tl::unexpected(res.error());
-  }
-  if (res->status == 404) {
-    return std::optional<Artifact>{};
-  }
-  if (res->status != 200) {
-    return tl::unexpected(from_status(*res));
-  }
-  auto artifact = decode_artifact(std::string(key), res->body);
-  if (!artifact) {
-    return tl::unexpected(artifact.error());
-  }
-  return std::optional<Artifact>{std::move(*artifact)};
-}
 
 Result<Lease> Client::acquire_lease(std::string_view key, std::chrono::milliseconds ttl,
                                     std::string_view holder) {

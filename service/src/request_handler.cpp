@@ -195,36 +195,34 @@ Response RequestHandler::handle(const Request& request) {
 void RequestHandler::handle_async(const Request& request, const Responder& respond) {
   Prepared prepared = prepare(request);
   std::int64_t wait_ms = 0;
-  if (!prepared.rejected && jobs_ != nullptr && request.method() == http::verb::get &&
-      prepared.path.starts_with("/v1/jobs/")) {
+  if (!prepared.rejected && request.method() == http::verb::get) {
     const std::string wait = prepared.query.get("wait_ms", "0");
     std::from_chars(wait.data(), wait.data() + wait.size(), wait_ms);
+    wait_ms = std::min(wait_ms, kMaxWaitMs);
   }
-  if (!prepared.rejected && leases_ != nullptr && request.method() == http::verb::get &&
-      prepared.path.starts_with("/v1/artifacts/")) {
-    const std::string wait = prepared.query.get("wait_ms", "0");
-    std::int64_t artifact_wait = 0;
-    std::from_chars(wait.data(), wait.data() + wait.size(), artifact_wait);
+  const bool job_wait = wait_ms > 0 && jobs_ != nullptr && prepared.path.starts_with("/v1/jobs/");
+  const bool put_wait =
+      wait_ms > 0 && leases_ != nullptr && prepared.path.starts_with("/v1/artifacts/");
+  if (put_wait) {
     Response now = respond_now(request, prepared);
     const std::string key(prepared.path.substr(std::string_view("/v1/artifacts/").size()));
-    if (artifact_wait <= 0 || now.result() != http::status::not_found || !leases_->held(key)) {
+    if (now.result() != http::status::not_found || !leases_->held(key)) {
       respond(std::move(now));
       return;
     }
     // A miss while another producer holds the lease: wait for its put.
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(std::min(artifact_wait, kMaxWaitMs));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
     leases_->wait_for_put(key, deadline, [this, respond, request] { respond(handle(request)); });
     return;
   }
-  if (wait_ms <= 0) {
+  if (!job_wait) {
     respond(respond_now(request, prepared));
     return;
   }
   // A long-poll: the answer comes from the job manager, on its thread.
   const auto start = std::chrono::steady_clock::now();
   const std::string id(prepared.path.substr(std::string_view("/v1/jobs/").size()));
-  const auto deadline = start + std::chrono::milliseconds(std::min(wait_ms, kMaxWaitMs));
+  const auto deadline = start + std::chrono::milliseconds(wait_ms);
   jobs_->wait(
       id, deadline,
       [this, respond, id, start, version = request.version(),
