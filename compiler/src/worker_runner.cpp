@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,6 +55,19 @@ bool make_pipe(Pipe& p) {
   return true;
 }
 
+// The worker's stdin is a socket, not a pipe: writing to a worker that died
+// before reading its request then fails with EPIPE (send with MSG_NOSIGNAL)
+// instead of raising SIGPIPE, which would kill the calling daemon.
+bool make_input_channel(Pipe& p) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    return false;
+  }
+  p.read.reset(fds[0]);
+  p.write.reset(fds[1]);
+  return true;
+}
+
 WorkerOutcome failure(std::string message, std::string log = {}) {
   return WorkerOutcome{tl::unexpected(CompileError{CompileError::Code::kCompileFailed,
                                                    std::move(message), std::move(log)}),
@@ -81,7 +95,7 @@ WorkerRunner::Exchange WorkerRunner::exchange(const std::vector<std::string>& ar
                                               bool limit_memory) const {
   Exchange x;
   Pipe in, out, err;
-  if (!make_pipe(in) || !make_pipe(out) || !make_pipe(err)) {
+  if (!make_input_channel(in) || !make_pipe(out) || !make_pipe(err)) {
     x.start_error = std::string("pipe: ") + std::strerror(errno);
     return x;
   }
@@ -150,7 +164,8 @@ WorkerRunner::Exchange WorkerRunner::exchange(const std::vector<std::string>& ar
       break;
     }
     if (in.write.get() >= 0 && (fds[2].revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
-      const ssize_t n = ::write(in.write.get(), input.data() + written, input.size() - written);
+      const ssize_t n = ::send(in.write.get(), input.data() + written, input.size() - written,
+                               MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {
         written += static_cast<std::size_t>(n);
       }

@@ -121,6 +121,17 @@ TEST(WorkerRunner, AMemoryHungryCompileHitsTheMemoryLimit) {
       << out.outcome.error().message;
 }
 
+// A worker that exits without reading its request: the runner's write fails
+// (EPIPE) and the caller lives on; with a plain pipe this raised SIGPIPE,
+// which kills a daemon that does not ignore it.
+TEST(WorkerRunner, AWorkerThatNeverReadsItsRequestFailsCleanly) {
+  WorkerRunner runner("/bin/true", limits(std::chrono::seconds(10)));
+  auto out = runner.run(cpp(std::string(4 << 20, ' '))); // far more than a pipe buffer
+  ASSERT_FALSE(out.outcome.has_value());
+  EXPECT_NE(out.outcome.error().message.find("without a reply"), std::string::npos)
+      << out.outcome.error().message;
+}
+
 TEST(WorkerRunner, MissingWorkerBinaryIsUnavailable) {
   WorkerRunner runner("/nonexistent/kcache-worker", limits(std::chrono::seconds(5)));
   auto out = runner.run(cpp("int x;"));
