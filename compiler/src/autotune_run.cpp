@@ -123,19 +123,19 @@ tl::expected<TuningTable, std::string> tuning_table_from_json(const json& doc) {
     if (doc.contains("winner") && doc["winner"].is_string()) {
       t.winner = doc["winner"].get<std::string>();
     }
-    t.benchmarked = doc.value("benchmarked", std::size_t{0});
-    t.timed_runs = doc.value("timed_runs", std::size_t{0});
+    t.benchmarked = cachekey::json_integer(doc, "benchmarked", std::size_t{0});
+    t.timed_runs = cachekey::json_integer(doc, "timed_runs", std::size_t{0});
     t.bench_seconds = doc.value("bench_seconds", 0.0);
     for (const json& r : doc.at("rows")) {
       TuningRow row;
       row.id = r.at("id").get<std::string>();
       for (const auto& [name, value] : r.at("params").items()) {
-        row.params[name] = value.get<std::int64_t>();
+        row.params[name] = cachekey::json_integer<std::int64_t>(value);
       }
       row.status = r.at("status").get<std::string>();
       row.median_us = r.value("median_us", 0.0);
       row.max_error = r.value("max_error", 0.0);
-      row.rounds = r.value("rounds", 0);
+      row.rounds = cachekey::json_integer(r, "rounds", 0);
       row.error = r.value("error", std::string());
       t.rows.push_back(std::move(row));
     }

@@ -20,6 +20,14 @@ tl::unexpected<std::string> fail(const std::string& what) {
   return tl::unexpected("autotune: " + what);
 }
 
+std::vector<std::int64_t> integers(const json& list) {
+  std::vector<std::int64_t> out;
+  for (const json& v : list) {
+    out.push_back(cachekey::json_integer<std::int64_t>(v));
+  }
+  return out;
+}
+
 tl::expected<std::vector<std::int64_t>, std::string> param_values(const std::string& name,
                                                                   const json& spec) {
   std::vector<std::int64_t> values;
@@ -28,10 +36,10 @@ tl::expected<std::vector<std::int64_t>, std::string> param_values(const std::str
       if (!v.is_number_integer()) {
         return fail("parameter " + name + ": values must be integers");
       }
-      values.push_back(v.get<std::int64_t>());
+      values.push_back(cachekey::json_integer<std::int64_t>(v));
     }
   } else if (spec.is_object() && spec.contains("range")) {
-    const auto r = spec["range"].get<std::vector<std::int64_t>>();
+    const auto r = integers(spec["range"]);
     const std::int64_t step = r.size() == 3 ? r[2] : 1;
     if (r.size() < 2 || step <= 0 || r[1] < r[0] ||
         (r[1] - r[0]) / step >= static_cast<std::int64_t>(kMaxValuesPerParam)) {
@@ -42,7 +50,7 @@ tl::expected<std::vector<std::int64_t>, std::string> param_values(const std::str
       values.push_back(v);
     }
   } else if (spec.is_object() && spec.contains("pow2")) {
-    const auto r = spec["pow2"].get<std::vector<std::int64_t>>();
+    const auto r = integers(spec["pow2"]);
     if (r.size() != 2 || r[0] <= 0 || r[1] < r[0] || r[1] > (std::int64_t{1} << 40)) {
       return fail("parameter " + name + ": pow2 is [lo>0, hi<=2^40]");
     }
@@ -102,7 +110,7 @@ tl::expected<BenchmarkSpec, std::string> parse_benchmark(const json& doc) {
     if (!value.is_number_integer()) {
       return fail("shape " + name + " must be an integer");
     }
-    b.shapes[name] = value.get<std::int64_t>();
+    b.shapes[name] = cachekey::json_integer<std::int64_t>(value);
   }
   for (const json& a : doc.at("args")) {
     BenchArg arg;
@@ -121,7 +129,7 @@ tl::expected<BenchmarkSpec, std::string> parse_benchmark(const json& doc) {
       }
       arg.count = std::move(**count);
       arg.output = a.value("output", false);
-      arg.seed = a.value("seed", 1U);
+      arg.seed = cachekey::json_integer(a, "seed", 1U);
       if (a.contains("range")) {
         const auto r = a["range"].get<std::vector<double>>();
         if (r.size() != 2 || !(r[0] <= r[1])) {
@@ -162,12 +170,12 @@ tl::expected<BenchmarkSpec, std::string> parse_benchmark(const json& doc) {
     if (!value.is_number_integer()) {
       return fail("reference parameter " + name + " must be an integer");
     }
-    b.reference[name] = value.get<std::int64_t>();
+    b.reference[name] = cachekey::json_integer<std::int64_t>(value);
   }
   b.tolerance = doc.value("tolerance", 1e-3);
-  b.warmup = std::clamp(doc.value("warmup", 1), 0, 100);
-  b.repeats = std::clamp(doc.value("repeats", 5), 1, 1000);
-  b.rotate = std::clamp(doc.value("rotate", 2), 1, 16);
+  b.warmup = std::clamp(cachekey::json_integer(doc, "warmup", 1), 0, 100);
+  b.repeats = std::clamp(cachekey::json_integer(doc, "repeats", 5), 1, 1000);
+  b.rotate = std::clamp(cachekey::json_integer(doc, "rotate", 2), 1, 16);
   return b;
 }
 
@@ -226,17 +234,18 @@ tl::expected<AutotuneSearch, std::string> parse_autotune(std::string_view json_t
       s.strategy.kind = Strategy::Kind::kExhaustive;
     } else if (kind == "random") {
       s.strategy.kind = Strategy::Kind::kRandom;
-      s.strategy.k = std::max<std::size_t>(1, strategy.value("k", std::size_t{8}));
-      s.strategy.seed = strategy.value("seed", 1U);
+      s.strategy.k =
+          std::max<std::size_t>(1, cachekey::json_integer(strategy, "k", std::size_t{8}));
+      s.strategy.seed = cachekey::json_integer(strategy, "seed", 1U);
     } else if (kind == "halving") {
       s.strategy.kind = Strategy::Kind::kHalving;
-      s.strategy.eta = std::clamp(strategy.value("eta", 2), 2, 16);
+      s.strategy.eta = std::clamp(cachekey::json_integer(strategy, "eta", 2), 2, 16);
     } else {
       return fail("unknown strategy '" + kind + "' (exhaustive, random, halving)");
     }
     const json budget = doc.value("budget", json::object());
     s.budget.max_variants =
-        std::max<std::size_t>(1, budget.value("max_variants", std::size_t{256}));
+        std::max<std::size_t>(1, cachekey::json_integer(budget, "max_variants", std::size_t{256}));
     s.budget.max_seconds = budget.value("max_seconds", 600.0);
     return s;
   } catch (const json::exception& e) {

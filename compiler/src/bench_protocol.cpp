@@ -59,7 +59,7 @@ tl::expected<BenchRequest, std::string> decode_bench_request(std::string_view bo
       BenchVariant out;
       out.id = v.at("id").get<std::string>();
       for (const auto& [name, value] : v.at("params").items()) {
-        out.params[name] = value.get<std::int64_t>();
+        out.params[name] = cachekey::json_integer<std::int64_t>(value);
       }
       const auto binary = binaries.find(out.id);
       if (binary == binaries.end()) {

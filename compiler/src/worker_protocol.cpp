@@ -69,7 +69,8 @@ WorkerOutcome decode_worker_outcome(std::string_view bytes) {
       const std::string kind = head.value("kind", std::string("cubin"));
       r.kind = parse_output(kind).value_or(OutputKind::kCubin);
       r.lowered_names = head.value("lowered_names", std::map<std::string, std::string>());
-      r.duration = std::chrono::microseconds(head.value("duration_us", std::int64_t{0}));
+      r.duration =
+          std::chrono::microseconds(cachekey::json_integer(head, "duration_us", std::int64_t{0}));
       r.binary = std::move((*parts)[1].data);
       r.log = std::move((*parts)[2].data);
       out.outcome = std::move(r);

@@ -92,8 +92,8 @@ tl::expected<Job, std::string> job_from_json(std::string_view text) {
     job.parents = in.value("parents", std::vector<std::string>());
     job.tuning_class = in.value("tuning_class", std::string());
     if (const auto p = in.find("progress"); p != in.end() && p->is_object()) {
-      job.progress_done = p->value("done", std::size_t{0});
-      job.progress_total = p->value("total", std::size_t{0});
+      job.progress_done = cachekey::json_integer(*p, "done", std::size_t{0});
+      job.progress_total = cachekey::json_integer(*p, "total", std::size_t{0});
     }
     job.compile_key = in.at("compile_key").get<std::string>();
     job.keys = in.value("keys", std::vector<std::string>());
@@ -102,24 +102,24 @@ tl::expected<Job, std::string> job_from_json(std::string_view text) {
     job.target = in.value("target", std::string());
     job.entry = in.value("entry", std::string());
     job.output = in.value("output", std::string());
-    job.priority = in.value("priority", 0);
+    job.priority = cachekey::json_integer(in, "priority", int{0});
     auto state = parse_job_state(in.at("state").get<std::string>());
     if (!state) {
       return tl::unexpected(state.error());
     }
     job.state = *state;
-    job.submitted_ms = in.value("submitted_ms", std::int64_t{0});
-    job.started_ms = in.value("started_ms", std::int64_t{0});
-    job.finished_ms = in.value("finished_ms", std::int64_t{0});
-    job.attempts = in.value("attempts", std::uint32_t{0});
-    job.submissions = in.value("submissions", std::uint32_t{1});
+    job.submitted_ms = cachekey::json_integer(in, "submitted_ms", std::int64_t{0});
+    job.started_ms = cachekey::json_integer(in, "started_ms", std::int64_t{0});
+    job.finished_ms = cachekey::json_integer(in, "finished_ms", std::int64_t{0});
+    job.attempts = cachekey::json_integer(in, "attempts", std::uint32_t{0});
+    job.submissions = cachekey::json_integer(in, "submissions", std::uint32_t{1});
     if (const auto e = in.find("error"); e != in.end() && e->is_object()) {
       job.error_code = e->value("code", std::string());
       job.error_message = e->value("message", std::string());
     }
     job.log = in.value("log", std::string());
-    job.output_size = in.value("output_size", std::uint64_t{0});
-    job.compile_ms = in.value("compile_ms", std::int64_t{0});
+    job.output_size = cachekey::json_integer(in, "output_size", std::uint64_t{0});
+    job.compile_ms = cachekey::json_integer(in, "compile_ms", std::int64_t{0});
     return job;
   } catch (const json::exception& e) {
     return tl::unexpected(std::string("job record: ") + e.what());

@@ -107,10 +107,11 @@ Response RequestHandler::submit_job(const Request& req) {
     submission.tuning_class = tuning->get<std::string>();
   }
   if (const auto priority = doc.find("priority"); priority != doc.end()) {
-    if (!priority->is_number_integer()) {
+    try {
+      submission.priority = cachekey::json_integer<int>(*priority);
+    } catch (const json::exception&) {
       return error(req, http::status::bad_request, "priority must be an integer");
     }
-    submission.priority = priority->get<int>();
   }
   const SubmitResult result = jobs_->submit(submission);
   json body{{"status", submit_status_name(result.status)}, {"message", result.message}};

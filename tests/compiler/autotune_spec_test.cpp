@@ -98,6 +98,9 @@ TEST(AutotuneSpec, ClearErrors) {
   EXPECT_NE(error("[]").find("not a JSON object"), std::string::npos);
   EXPECT_NE(error(R"({"params": {"BM": [1.5]}, "benchmark": {"args": []}})").find("integers"),
             std::string::npos);
+  EXPECT_NE(error(R"({"params": {"A": {"range": [1, 1e30]}}, "benchmark": {"args": []}})")
+                .find("integer in range"),
+            std::string::npos);
   EXPECT_NE(error(R"({"params": {"A": {"range": [0, 10000000]}}, "benchmark": {"args": []}})")
                 .find("at most"),
             std::string::npos);

@@ -72,6 +72,13 @@ TEST(Job, JsonRoundTripKeepsEveryField) {
   EXPECT_EQ(job_to_json(*back, true), job_to_json(job, true));
   EXPECT_EQ(job_from_json(job_to_json(job, false))->spec_json, "") << "listings leave the spec out";
   EXPECT_FALSE(job_from_json("{\"id\": 3}").has_value());
+  // Found by parsers_fuzzer: a float where an integer belongs was cast (UB).
+  EXPECT_FALSE(job_from_json(R"({"id": "j-1", "compile_key": "kcc-a", "state": "failed",
+                                 "attempts": 2.2e37})")
+                   .has_value());
+  EXPECT_FALSE(job_from_json(R"({"id": "j-1", "compile_key": "kcc-a", "state": "failed",
+                                 "attempts": -1})")
+                   .has_value());
   EXPECT_FALSE(job_from_json("not json").has_value());
   EXPECT_NE(new_job_id(), new_job_id());
 }
