@@ -5,6 +5,7 @@
 #include "table.h"
 
 #include <kcache/cachekey/explain.h>
+#include <kcache/cachekey/hash_details.h>
 #include <kcache/cachekey/json_text.h>
 #include <kcache/cachekey/key_manifest.h>
 #include <kcache/cachekey/units.h>
@@ -43,6 +44,7 @@ commands:
                                 store files as the artifact for KEY
   rm KEY [--cas]                delete an action record (or a CAS blob); admin role
   explain KEY_A KEY_B           which key component differs, from the stored manifests
+                                (or Inductor's hash details, for kcache.torch entries)
   verify [--repair]             re-hash every blob, check every record's blobs
   gc --max-size SIZE            drop least recently used entries down to SIZE (e.g. 5GiB)
 
@@ -283,29 +285,30 @@ int cmd_rm(Cli& cli) {
   return kOk;
 }
 
-int cmd_explain(Cli& cli) {
-  if (cli.args.size() != 2) {
-    return usage_error("explain needs KEY_A and KEY_B");
+// Inductor's hash details ("[hash] field: value" lines), kept by kcache.torch
+// in the entry's metadata; empty if the entry has none.
+std::vector<std::string> stored_hash_details(const json& entry) {
+  std::vector<std::string> lines;
+  const json* metadata = entry.contains("record") ? &entry["record"] : &entry;
+  if (!metadata->contains("metadata") || !(*metadata)["metadata"].is_object()) {
+    return lines;
   }
-  std::vector<kcache::cachekey::KeyManifest> manifests;
-  for (const std::string& key : cli.args) {
-    json doc;
-    if (int rc = call_json(cli, HttpMethod::kGet, "/v1/entries/" + key, doc); rc != kOk) {
-      return rc;
-    }
-    if (!doc.contains("manifest")) {
-      std::fprintf(stderr, "kcache: %s was stored without a key manifest; nothing to compare\n",
-                   key.c_str());
-      return kFailed;
-    }
-    auto manifest = kcache::cachekey::manifest_from_json(doc["manifest"].dump());
-    if (!manifest) {
-      std::fprintf(stderr, "kcache: %s: %s\n", key.c_str(), manifest.error().message.c_str());
-      return kFailed;
-    }
-    manifests.push_back(std::move(*manifest));
+  const json& meta = (*metadata)["metadata"];
+  if (!meta.contains("hash_details") || !meta["hash_details"].is_string()) {
+    return lines;
   }
-  const auto e = kcache::cachekey::explain(manifests[0], manifests[1]);
+  const json parsed = json::parse(meta["hash_details"].get<std::string>(), nullptr, false);
+  if (parsed.is_array()) {
+    for (const json& line : parsed) {
+      if (line.is_string()) {
+        lines.push_back(line.get<std::string>());
+      }
+    }
+  }
+  return lines;
+}
+
+void print_explanation(const Cli& cli, const kcache::cachekey::Explanation& e) {
   if (cli.json_output) {
     json diffs = json::array();
     for (const auto& d : e.diffs) {
@@ -317,6 +320,48 @@ int cmd_explain(Cli& cli) {
   } else {
     std::cout << kcache::cachekey::to_text(e);
   }
+}
+
+int cmd_explain(Cli& cli) {
+  if (cli.args.size() != 2) {
+    return usage_error("explain needs KEY_A and KEY_B");
+  }
+  std::vector<json> entries;
+  for (const std::string& key : cli.args) {
+    json doc;
+    if (int rc = call_json(cli, HttpMethod::kGet, "/v1/entries/" + key, doc); rc != kOk) {
+      return rc;
+    }
+    entries.push_back(std::move(doc));
+  }
+  if (entries[0].contains("manifest") && entries[1].contains("manifest")) {
+    std::vector<kcache::cachekey::KeyManifest> manifests;
+    for (std::size_t i = 0; i < 2; ++i) {
+      auto manifest = kcache::cachekey::manifest_from_json(entries[i]["manifest"].dump());
+      if (!manifest) {
+        std::fprintf(stderr, "kcache: %s: %s\n", cli.args[i].c_str(),
+                     manifest.error().message.c_str());
+        return kFailed;
+      }
+      manifests.push_back(std::move(*manifest));
+    }
+    print_explanation(cli, kcache::cachekey::explain(manifests[0], manifests[1]));
+    return kOk;
+  }
+  // Entries of clients that hash their own keys (Inductor through kcache.torch).
+  const auto details_a = stored_hash_details(entries[0]);
+  const auto details_b = stored_hash_details(entries[1]);
+  if (details_a.empty() || details_b.empty()) {
+    const std::string& bare = details_a.empty() ? cli.args[0] : cli.args[1];
+    std::fprintf(stderr,
+                 "kcache: %s was stored without a key manifest or hash details; nothing to "
+                 "compare\n",
+                 bare.c_str());
+    return kFailed;
+  }
+  print_explanation(cli, kcache::cachekey::explain_hash_details(
+                             cli.args[0], kcache::cachekey::parse_hash_details(details_a),
+                             cli.args[1], kcache::cachekey::parse_hash_details(details_b)));
   return kOk;
 }
 

@@ -4,12 +4,14 @@
 #include <kcache/kcache.h>
 
 #include <nlohmann/json.hpp>
+#include <tl/expected.hpp>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <string>
 
 struct kcache_client {
   std::unique_ptr<kcache::client::Client> impl;
@@ -66,6 +68,34 @@ const std::string* value_file(const kcache::client::Artifact& artifact) {
     }
   }
   return artifact.files.empty() ? nullptr : &artifact.files.front().data;
+}
+
+// {"producer", "metadata", "manifest"} as PutOptions; metadata values that are
+// not strings keep their JSON text.
+tl::expected<kcache::client::PutOptions, std::string> put_options_from_json(const char* text) {
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return tl::unexpected(std::string("record_json is not a JSON object"));
+  }
+  kcache::client::PutOptions options;
+  if (const auto it = doc.find("producer"); it != doc.end()) {
+    if (!it->is_string()) {
+      return tl::unexpected(std::string("\"producer\" must be a string"));
+    }
+    options.producer = it->get<std::string>();
+  }
+  if (const auto it = doc.find("metadata"); it != doc.end()) {
+    if (!it->is_object()) {
+      return tl::unexpected(std::string("\"metadata\" must be an object"));
+    }
+    for (const auto& [name, value] : it->items()) {
+      options.metadata[name] = value.is_string() ? value.get<std::string>() : value.dump();
+    }
+  }
+  if (const auto it = doc.find("manifest"); it != doc.end() && !it->is_null()) {
+    options.manifest_json = it->dump();
+  }
+  return options;
 }
 
 template <typename Fn> kcache_status guarded(Fn&& fn) {
@@ -386,10 +416,21 @@ kcache_status kcache_lease_release(kcache_client* client, const char* key, const
 
 kcache_status kcache_get_wait(kcache_client* client, const char* key, int32_t wait_ms,
                               kcache_buffer* value) {
+  if (value == nullptr) {
+    return fail(KCACHE_ERR_INVALID, "kcache_get: NULL argument");
+  }
+  return kcache_get_record(client, key, wait_ms, value, nullptr);
+}
+
+kcache_status kcache_get_record(kcache_client* client, const char* key, int32_t wait_ms,
+                                kcache_buffer* value, kcache_buffer* record_json) {
   if (client == nullptr || key == nullptr || value == nullptr) {
     return fail(KCACHE_ERR_INVALID, "kcache_get: NULL argument");
   }
   *value = kcache_buffer{nullptr, 0};
+  if (record_json != nullptr) {
+    *record_json = kcache_buffer{nullptr, 0};
+  }
   return guarded([&] {
     auto got = client->impl->get(key, std::chrono::milliseconds(std::max(0, wait_ms)));
     if (!got) {
@@ -399,7 +440,32 @@ kcache_status kcache_get_wait(kcache_client* client, const char* key, int32_t wa
     if (bytes == nullptr) {
       return KCACHE_MISS;
     }
-    return fill(value, *bytes) ? KCACHE_OK : fail(KCACHE_ERR_PROTOCOL, "out of memory");
+    if (!fill(value, *bytes) ||
+        (record_json != nullptr && !fill(record_json, (*got)->record_json))) {
+      kcache_buffer_free(value);
+      return fail(KCACHE_ERR_PROTOCOL, "out of memory");
+    }
+    return KCACHE_OK;
+  });
+}
+
+kcache_status kcache_put_record(kcache_client* client, const char* key, const char* record_json,
+                                const uint8_t* data, size_t size) {
+  if (client == nullptr || key == nullptr || (data == nullptr && size > 0)) {
+    return fail(KCACHE_ERR_INVALID, "kcache_put_record: NULL argument");
+  }
+  return guarded([&] {
+    kcache::client::PutOptions options;
+    if (record_json != nullptr) {
+      auto parsed = put_options_from_json(record_json);
+      if (!parsed) {
+        return fail(KCACHE_ERR_INVALID, "kcache_put_record: " + parsed.error());
+      }
+      options = std::move(*parsed);
+    }
+    std::string bytes(reinterpret_cast<const char*>(data), size);
+    auto ok = client->impl->put(key, {{"value", std::move(bytes)}}, options);
+    return ok ? KCACHE_OK : to_status(ok.error());
   });
 }
 

@@ -21,7 +21,7 @@ extern "C" {
 
 /* C names are snake_case by convention; C++ naming rules do not apply here. */
 /* NOLINTBEGIN(readability-identifier-naming) */
-#define KCACHE_ABI_VERSION 3
+#define KCACHE_ABI_VERSION 4
 #define KCACHE_API __attribute__((visibility("default")))
 
 typedef enum kcache_status {
@@ -132,6 +132,19 @@ KCACHE_API kcache_status kcache_lease_release(kcache_client* client, const char*
  * to wait_ms for its put (or the lease's end). */
 KCACHE_API kcache_status kcache_get_wait(kcache_client* client, const char* key, int32_t wait_ms,
                                          kcache_buffer* value);
+
+/* ABI 4: single-value entries with their action record, for clients that
+ * keep their own details next to a value (kcache.torch keeps Inductor's hash
+ * details there, for `kcache explain`). record_json may be NULL or
+ * {"producer": "...", "metadata": {"name": "text", ...}, "manifest": {...}};
+ * metadata values that are not strings are stored as their JSON text. */
+KCACHE_API kcache_status kcache_put_record(kcache_client* client, const char* key,
+                                           const char* record_json, const uint8_t* data,
+                                           size_t size);
+/* As kcache_get_wait; record_json (if not NULL) gets the stored action record
+ * ({"key", "producer", "metadata", "outputs", ...}). */
+KCACHE_API kcache_status kcache_get_record(kcache_client* client, const char* key, int32_t wait_ms,
+                                           kcache_buffer* value, kcache_buffer* record_json);
 
 KCACHE_API void kcache_buffer_free(kcache_buffer* buffer);
 

@@ -24,7 +24,7 @@ from typing import Iterable, Optional, Sequence
 
 __all__ = ["Client", "Compiled", "KcacheError", "load_library", "Status"]
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 
 class Status:
@@ -141,6 +141,20 @@ def load_library() -> ctypes.CDLL:
         lib.kcache_lease_renew.argtypes = [c_client, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32]
         lib.kcache_lease_release.argtypes = [c_client, ctypes.c_char_p, ctypes.c_char_p]
         lib.kcache_get_wait.argtypes = [c_client, ctypes.c_char_p, ctypes.c_int32, ctypes.POINTER(_Buffer)]
+        lib.kcache_put_record.argtypes = [
+            c_client,
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.c_size_t,
+        ]
+        lib.kcache_get_record.argtypes = [
+            c_client,
+            ctypes.c_char_p,
+            ctypes.c_int32,
+            ctypes.POINTER(_Buffer),
+            ctypes.POINTER(_Buffer),
+        ]
         lib.kcache_buffer_free.argtypes = [ctypes.POINTER(_Buffer)]
         lib.kcache_buffer_free.restype = None
         _lib = lib
@@ -252,13 +266,39 @@ class Client:
             self._failed(status)
         return None
 
-    def put(self, key: str, data: bytes) -> bool:
+    def put(
+        self, key: str, data: bytes, metadata: Optional[dict] = None, producer: Optional[str] = None
+    ) -> bool:
+        """Stores data under key. metadata (name -> text, or any JSON value,
+        kept as its JSON text) goes into the entry's action record, where
+        `kcache show` and `kcache explain` read it."""
         data = bytes(data)
-        status = self._lib.kcache_put(self._handle, self._key(key), data, len(data))
+        if metadata is None and producer is None:
+            status = self._lib.kcache_put(self._handle, self._key(key), data, len(data))
+        else:
+            record = {"metadata": metadata or {}}
+            if producer:
+                record["producer"] = producer
+            status = self._lib.kcache_put_record(
+                self._handle, self._key(key), json.dumps(record).encode(), data, len(data)
+            )
         if status != Status.OK:
             self._failed(status)
             return False
         return True
+
+    def get_entry(self, key: str, wait_s: float = 0) -> Optional[tuple[bytes, dict]]:
+        """(value, action record) or None on a miss; wait_s as in get()."""
+        value, record = _Buffer(), _Buffer()
+        status = self._lib.kcache_get_record(
+            self._handle, self._key(key), int(wait_s * 1000), ctypes.byref(value), ctypes.byref(record)
+        )
+        if status == Status.OK:
+            data = _take(self._lib, value)
+            return data, json.loads(_take(self._lib, record) or b"{}")
+        if status != Status.MISS:
+            self._failed(status)
+        return None
 
     def exists(self, key: str) -> bool:
         status = self._lib.kcache_exists(self._handle, self._key(key))
@@ -373,5 +413,6 @@ class Client:
         if token is None:
             return
         status = self._lib.kcache_lease_release(self._handle, self._key(key), token.encode())
-        if status != Status.OK:
+        # REJECTED: the lease already ended (a put ends it; so does its TTL).
+        if status not in (Status.OK, Status.ERR_REJECTED):
             self._failed(status)
