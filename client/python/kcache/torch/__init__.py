@@ -1,0 +1,157 @@
+"""kcache as the remote cache of torch.compile.
+
+    import kcache.torch
+    kcache.torch.enable(url="http://kcached:7070", namespace="team-a")
+    model = torch.compile(model)
+
+enable() makes kcache the backend of Inductor's five remote caches (FX graph,
+AOTAutograd, autotune, bundled autotune, Dynamo PGO) and of Triton's remote
+cache manager, and switches those caches on. Call it before the first
+torch.compile: Inductor's compile workers inherit its settings through the
+environment.
+
+- Single-flight across ranks: on an FX-graph or AOTAutograd miss the first
+  rank takes a lease in kcached and compiles; the others wait (up to
+  lease_wait_s) for its put and then hit. A dead rank's lease ends after
+  lease_ttl_s.
+- Each FX-graph and AOTAutograd entry keeps Inductor's hash details, so
+  `kcache explain A B` names the inputs that made two keys differ.
+- Fail open: with kcached down or slow, torch.compile runs as with no remote
+  cache; stats() counts the errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from pathlib import Path
+from typing import Optional
+
+from ._session import Session, Settings
+
+__all__ = ["enable", "disable", "stats", "Settings"]
+
+_TRITON_BACKEND = "kcache.torch.triton_backend:KcacheTritonBackend"
+_TRITON_MANAGER = "triton.runtime.cache:RemoteCacheManager"
+
+# Inductor's switches, as config attributes and as the environment variables
+# its compile workers read.
+_SWITCHES = (
+    ("torch._inductor.config", "fx_graph_remote_cache", "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE"),
+    ("torch._inductor.config", "autotune_remote_cache", "TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE"),
+    (
+        "torch._inductor.config",
+        "bundled_autotune_remote_cache",
+        "TORCHINDUCTOR_BUNDLED_AUTOTUNE_REMOTE_CACHE",
+    ),
+    ("torch._functorch.config", "enable_remote_autograd_cache", "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE"),
+    ("torch._dynamo.config", "automatic_dynamic_remote_pgo", "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_REMOTE_PGO"),
+)
+
+_session: Optional[Session] = None
+_saved: dict = {}
+
+
+def enable(
+    url: Optional[str] = None,
+    namespace: Optional[str] = None,
+    token: Optional[str] = None,
+    triton: bool = True,
+    **settings,
+) -> Session:
+    """Makes kcache torch.compile's remote cache in this process and the
+    processes it starts. url and namespace default to $KCACHE_URL and
+    $KCACHE_NAMESPACE; other keyword arguments are Settings fields."""
+    global _session
+    import importlib
+
+    import torch._inductor.remote_cache as remote_cache
+
+    from . import inductor_backend
+
+    if _session is not None:
+        disable()
+    base = Settings.from_env()
+    fields = {k: v for k, v in (("url", url), ("namespace", namespace), ("token", token)) if v is not None}
+    config = dataclasses.replace(base, **fields, **settings)
+    session = Session(config)
+    for name, value in config.environment().items():
+        _set_env(name, value)
+    _expose_package_to_workers()
+
+    for class_name, cache in inductor_backend.CACHES.items():
+        cls = getattr(remote_cache, class_name)
+        _saved[("backend", class_name)] = cls.backend_override_cls
+        cls.backend_override_cls = functools.partial(
+            inductor_backend.KcacheInductorBackend,
+            session,
+            cache,
+            cache in inductor_backend.SINGLE_FLIGHT,
+        )
+    for module_name, attribute, env in _SWITCHES:
+        if attribute == "bundled_autotune_remote_cache" and not _has_triton_device():
+            # Inductor's bundler needs Triton's backend hash, which CPU-only
+            # graphs lack (torch 2.11 asserts on it): GPU graphs only.
+            continue
+        module = importlib.import_module(module_name)
+        _saved[("config", module_name, attribute)] = getattr(module, attribute)
+        setattr(module, attribute, True)
+        _set_env(env, "1")
+    if triton:
+        _set_env("TRITON_CACHE_MANAGER", _TRITON_MANAGER)
+        _set_env("TRITON_REMOTE_CACHE_BACKEND", _TRITON_BACKEND)
+    session.hash_details.install()
+    _session = session
+    return session
+
+
+def disable() -> None:
+    """Undoes enable(): Inductor's and Triton's caches as they were."""
+    global _session
+    import importlib
+
+    import torch._inductor.remote_cache as remote_cache
+
+    if _session is None:
+        return
+    for saved_key, value in _saved.items():
+        if saved_key[0] == "backend":
+            getattr(remote_cache, saved_key[1]).backend_override_cls = value
+        elif saved_key[0] == "config":
+            setattr(importlib.import_module(saved_key[1]), saved_key[2], value)
+        elif saved_key[0] == "env":
+            if value is None:
+                os.environ.pop(saved_key[1], None)
+            else:
+                os.environ[saved_key[1]] = value
+    _saved.clear()
+    _session.hash_details.uninstall()
+    _session.close()
+    _session = None
+
+
+def stats() -> dict:
+    """Counters of this process's session: hits, misses and puts per cache,
+    leases granted and waited for, errors and breaker trips."""
+    return dict(_session.stats) if _session is not None else {}
+
+
+def _has_triton_device() -> bool:
+    import torch
+
+    return torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
+
+
+def _set_env(name: str, value: str) -> None:
+    _saved.setdefault(("env", name), os.environ.get(name))
+    os.environ[name] = value
+
+
+def _expose_package_to_workers() -> None:
+    """Triton imports the backend by name in Inductor's compile workers: make
+    this copy of kcache importable there when it is not installed."""
+    root = str(Path(__file__).resolve().parents[2])
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths and "site-packages" not in root:
+        _set_env("PYTHONPATH", os.pathsep.join([root, *paths]))

@@ -1,0 +1,148 @@
+"""One process's connection to kcached for torch.compile's caches.
+
+Fail open: every failure is a miss, counted in stats. After `trip_after`
+failures in a row the session stops asking for `cooldown_s` (a circuit
+breaker), so a daemon that is down or hanging costs a trainer a few short
+timeouts, not one per kernel.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import threading
+import time
+from typing import Optional
+
+from kcache import Client, KcacheError
+
+from . import _keys
+from ._hash_details import HashDetailsRecorder
+from ._leases import LeaseKeeper
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    url: str = "http://127.0.0.1:7070"
+    namespace: str = "default"
+    token: Optional[str] = None
+    timeout_ms: int = 1500
+    # Single-flight: how long a lease lives without a heartbeat, how long a
+    # rank waits for another's compile before compiling itself, and how long a
+    # lease is kept for an entry that never comes.
+    lease_ttl_s: float = 30.0
+    lease_wait_s: float = 600.0
+    lease_max_hold_s: float = 1800.0
+    trip_after: int = 3
+    cooldown_s: float = 30.0
+
+    ENV = {
+        "url": "KCACHE_URL",
+        "namespace": "KCACHE_NAMESPACE",
+        "token": "KCACHE_TOKEN",
+        "timeout_ms": "KCACHE_TORCH_TIMEOUT_MS",
+        "lease_ttl_s": "KCACHE_TORCH_LEASE_TTL_S",
+        "lease_wait_s": "KCACHE_TORCH_LEASE_WAIT_S",
+    }
+
+    @classmethod
+    def from_env(cls) -> "Settings":
+        values = {}
+        for field, var in cls.ENV.items():
+            raw = os.environ.get(var)
+            if raw:
+                kind = type(getattr(cls, field)) if getattr(cls, field) is not None else str
+                values[field] = kind(raw)
+        return cls(**values)
+
+    def environment(self) -> dict[str, str]:
+        """As environment variables, for the compile workers Inductor starts."""
+        return {var: str(getattr(self, f)) for f, var in self.ENV.items() if getattr(self, f) is not None}
+
+
+class Session:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        _keys.check_namespace(settings.namespace)
+        self.client = Client(settings.url, token=settings.token, timeout_ms=settings.timeout_ms, retries=1)
+        self.leases = LeaseKeeper(self.client, settings.lease_ttl_s, settings.lease_max_hold_s)
+        self.hash_details = HashDetailsRecorder()
+        self.stats: collections.Counter[str] = collections.Counter()
+        self._lock = threading.Lock()
+        self._failures_in_a_row = 0
+        self._closed_until = 0.0
+
+    # The circuit breaker wraps every call; callers treat None/False as a miss.
+
+    def available(self) -> bool:
+        with self._lock:
+            if time.monotonic() < self._closed_until:
+                self.stats["skipped"] += 1
+                return False
+            return True
+
+    def _observe(self, errors_before: int) -> None:
+        failed = self.client.errors != errors_before
+        with self._lock:
+            if not failed:
+                self._failures_in_a_row = 0
+                return
+            self.stats["errors"] += 1
+            self._failures_in_a_row += 1
+            if self._failures_in_a_row >= self.settings.trip_after:
+                self._closed_until = time.monotonic() + self.settings.cooldown_s
+                self._failures_in_a_row = 0
+                self.stats["breaker_trips"] += 1
+
+    def _call(self, fn, *args, **kwargs):
+        before = self.client.errors
+        try:
+            return fn(*args, **kwargs)
+        except (KcacheError, OSError, ValueError):
+            self.client.errors += 1  # invalid input is still a miss for a trainer
+            return None
+        finally:
+            self._observe(before)
+
+    def get_entry(self, key: str, wait_s: float = 0) -> Optional[tuple[bytes, dict]]:
+        if not self.available():
+            return None
+        return self._call(self.client.get_entry, key, wait_s=wait_s)
+
+    def batch_get(self, keys: list[str]) -> list[Optional[bytes]]:
+        if not keys or not self.available():
+            return [None] * len(keys)
+        return self._call(self.client.batch_get, keys) or [None] * len(keys)
+
+    def put(self, key: str, value: bytes, metadata: dict, producer: str) -> bool:
+        if not self.available():
+            return False
+        return bool(self._call(self.client.put, key, value, metadata=metadata, producer=producer))
+
+    def acquire(self, key: str) -> str:
+        """LeaseKeeper's answer; GRANTED when kcached cannot answer (compile here)."""
+        if not self.available():
+            return LeaseKeeper.GRANTED
+        return self._call(self.leases.acquire, key) or LeaseKeeper.GRANTED
+
+    def done(self, key: str) -> None:
+        self._call(self.leases.done, key)
+
+    def close(self) -> None:
+        self.leases.release_all()
+        self.client.close()
+
+
+_from_env: Optional[Session] = None
+_from_env_lock = threading.Lock()
+
+
+def session_from_env() -> Session:
+    """The session of a process that did not call enable() itself (Triton's
+    cache manager in Inductor's compile workers): settings from the environment."""
+    global _from_env
+    with _from_env_lock:
+        if _from_env is None:
+            _from_env = Session(Settings.from_env())
+        return _from_env
