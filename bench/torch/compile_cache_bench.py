@@ -1,0 +1,284 @@
+"""torch.compile start-up through remote caches, each phase a fresh process.
+
+    compile_cache_bench.py models [--models resnet50,mlp] [--json FILE]
+    compile_cache_bench.py ranks [--ranks 4] [--json FILE]
+    compile_cache_bench.py phase MODEL REMOTE     (one process; used by the two above)
+
+Needs a GPU, a redis-server at $TORCHINDUCTOR_REDIS_HOST:$TORCHINDUCTOR_REDIS_PORT
+(PyTorch's built-in remote cache, the anchor) and kcached at $KCACHE_URL.
+
+For each model, the phases (Inductor's and Triton's local cache dirs as named):
+  cold, Redis on       empty dirs B; fills Redis
+  fresh node, Redis    empty dirs C: PyTorch's Redis remote cache
+  cold, kcache on      empty dirs A; fills kcache
+  warm, same node      dirs A again, no remote cache: the anchor
+  fresh node, kcache   empty dirs D: kcache.torch
+"ready" is the first compiled step's wall time (compile + run); the ratio
+column is warm-same-node / phase, so a fresh node through kcache at >= 1.0x is
+no slower than a local warm start. Every phase checks its output with eager.
+
+ranks: N processes cold-start the GPT-2 step together, each with its own empty
+dirs (N fresh nodes), once through Redis and once through kcache: wall time
+until all are ready, CPU-seconds the machine spent, and how many FX graphs
+were compiled (Inductor's FX-graph cache misses that led to a compile).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+REMOTE_SWITCHES = {
+    "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE": "1",
+    "TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE": "1",
+    "TORCHINDUCTOR_BUNDLED_AUTOTUNE_REMOTE_CACHE": "1",
+    "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE": "1",
+    "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_REMOTE_PGO": "1",
+    "TRITON_CACHE_MANAGER": "triton.runtime.cache:RemoteCacheManager",
+    "TRITON_REMOTE_CACHE_BACKEND": "triton.runtime.cache:RedisRemoteCacheBackend",
+}
+
+
+# ---------------------------------------------------------------- one phase
+
+
+def run_phase(model_name: str, remote: str) -> dict:
+    started = time.monotonic()
+    import torch
+    from torch._dynamo.utils import counters
+
+    sys.path.insert(0, str(HERE))
+    import models
+
+    if remote == "kcache":
+        import kcache.torch
+
+        kcache.torch.enable()  # $KCACHE_URL, $KCACHE_NAMESPACE
+    elif remote == "none":
+        import torch._functorch.config
+        import torch._inductor.config
+
+        torch._inductor.config.fx_graph_remote_cache = False
+        torch._inductor.config.autotune_remote_cache = False
+        torch._inductor.config.bundled_autotune_remote_cache = False
+        torch._functorch.config.enable_remote_autograd_cache = False
+
+    workload = models.build(model_name, "cuda")
+    want = models.eager_reference(workload)
+    torch.cuda.synchronize()
+    imported_s = time.monotonic() - started
+
+    t0 = time.monotonic()
+    compiled = torch.compile(workload.module, **workload.compile_kwargs)
+    got = workload.step(compiled)
+    torch.cuda.synchronize()
+    ready_s = time.monotonic() - t0
+    error = models.max_relative_error(got, want)
+
+    times = []
+    for _ in range(10):
+        t = time.monotonic()
+        workload.step(compiled)
+        torch.cuda.synchronize()
+        times.append(time.monotonic() - t)
+    result = {
+        "model": model_name,
+        "remote": remote,
+        "ready_s": ready_s,
+        "ready_at": time.time(),
+        "setup_s": imported_s,
+        "step_ms": sorted(times)[len(times) // 2] * 1000,
+        "max_rel_error": error,
+        "correct": error <= workload.tolerance,
+        "inductor": {k: v for k, v in counters["inductor"].items() if "cache" in k},
+        "aot_autograd": {k: v for k, v in counters["aot_autograd"].items() if "cache" in k},
+    }
+    if remote == "kcache":
+        import kcache.torch
+
+        result["kcache"] = kcache.torch.stats()
+    return result
+
+
+def phase_env(remote: str, dirs: Path, rank: int | None = None) -> dict:
+    env = dict(os.environ)
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(dirs / "inductor")
+    env["TRITON_CACHE_DIR"] = str(dirs / "triton")
+    env["PYTHONUNBUFFERED"] = "1"
+    if remote == "redis":
+        env.update(REMOTE_SWITCHES)
+    if rank is not None:
+        env["RANK"] = str(rank)
+    return env
+
+
+def spawn_phase(model: str, remote: str, dirs: Path, rank: int | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "phase", model, remote],
+        env=phase_env(remote, dirs, rank),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(proc: subprocess.Popen, label: str) -> dict:
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        sys.stderr.write(err[-6000:])
+        raise SystemExit(f"{label}: exit {proc.returncode}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def phase(model: str, remote: str, dirs: Path, label: str) -> dict:
+    t = time.monotonic()
+    result = finish(spawn_phase(model, remote, dirs), label)
+    result["process_s"] = time.monotonic() - t
+    result["phase"] = label
+    hits = result["inductor"].get("fxgraph_cache_hit", 0)
+    misses = result["inductor"].get("fxgraph_cache_miss", 0)
+    print(
+        f"  {label:<20} ready {result['ready_s']:7.2f} s   FX hits/misses {hits}/{misses}   "
+        f"max rel err {result['max_rel_error']:.1e} {'ok' if result['correct'] else 'WRONG'}",
+        flush=True,
+    )
+    return result
+
+
+# ---------------------------------------------------------------- models
+
+
+def bench_models(names: list[str], root: Path) -> list[dict]:
+    rows = []
+    for name in names:
+        print(f"== {name}", flush=True)
+        d = root / name
+        results = {
+            "cold, Redis on": phase(name, "redis", d / "B", "cold, Redis on"),
+            "fresh node, Redis": phase(name, "redis", d / "C", "fresh node, Redis"),
+            "cold, kcache on": phase(name, "kcache", d / "A", "cold, kcache on"),
+            "warm, same node": phase(name, "none", d / "A", "warm, same node"),
+            "fresh node, kcache": phase(name, "kcache", d / "D", "fresh node, kcache"),
+        }
+        anchor = results["warm, same node"]["ready_s"]
+        for label, r in results.items():
+            r["vs_warm"] = anchor / r["ready_s"]
+            rows.append(r)
+    return rows
+
+
+def print_models_table(rows: list[dict]) -> None:
+    print()
+    print("| model | phase | ready | vs warm same node | FX hits/misses | AOT hits | step | correct |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        fx = f"{r['inductor'].get('fxgraph_cache_hit', 0)}/{r['inductor'].get('fxgraph_cache_miss', 0)}"
+        aot = r["aot_autograd"].get("autograd_cache_hit", 0)
+        print(
+            f"| {r['model']} | {r['phase']} | {r['ready_s']:.2f} s | {r['vs_warm']:.2f}x | {fx} | {aot} | "
+            f"{r['step_ms']:.2f} ms | {'yes' if r['correct'] else 'NO'} ({r['max_rel_error']:.1e}) |"
+        )
+
+
+# ---------------------------------------------------------------- ranks
+
+
+def cpu_seconds() -> float:
+    """CPU time the whole machine has spent (user + system), from /proc/stat."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system = (int(v) for v in fields[:3])
+    return (user + nice + system) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_ranks(n: int, root: Path) -> list[dict]:
+    rows = []
+    for remote in ("redis", "kcache"):
+        print(f"== {n} ranks, GPT-2 step, through {remote}", flush=True)
+        cpu0, start = cpu_seconds(), time.time()
+        procs = [spawn_phase("gpt2", remote, root / f"ranks-{remote}" / f"rank{i}", rank=i) for i in range(n)]
+        results = []
+        for i, p in enumerate(procs):
+            results.append(finish(p, f"rank {i}"))
+        cpu = cpu_seconds() - cpu0
+        misses = sum(r["inductor"].get("fxgraph_cache_miss", 0) for r in results)
+        hits = sum(r["inductor"].get("fxgraph_cache_hit", 0) for r in results)
+        row = {
+            "remote": remote,
+            "ranks": n,
+            "all_ready_s": max(r["ready_at"] for r in results) - start,
+            "cpu_s": cpu,
+            "fx_misses": misses,
+            "fx_hits": hits,
+            "fx_graphs_per_rank": (misses + hits) / n,
+            "correct": all(r["correct"] for r in results),
+            "per_rank": results,
+        }
+        if remote == "kcache":
+            row["lease_waits"] = sum(r["kcache"].get("lease_waits", 0) for r in results)
+            row["hits_after_wait"] = sum(r["kcache"].get("hits_after_wait", 0) for r in results)
+        print(
+            f"  all ready in {row['all_ready_s']:.1f} s, {cpu:.0f} CPU-s, FX graphs compiled {misses} "
+            f"(hits {hits}), correct {row['correct']}",
+            flush=True,
+        )
+        rows.append(row)
+    return rows
+
+
+def print_ranks_table(rows: list[dict]) -> None:
+    base = rows[0]
+    print()
+    print("| remote cache | ranks | all ready | CPU-seconds | FX graphs compiled (per rank) | correct |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['remote']} | {r['ranks']} | {r['all_ready_s']:.1f} s ({base['all_ready_s'] / r['all_ready_s']:.2f}x) "
+            f"| {r['cpu_s']:.0f} ({base['cpu_s'] / r['cpu_s']:.2f}x) | {r['fx_misses']} "
+            f"({r['fx_graphs_per_rank']:.0f}) | {'yes' if r['correct'] else 'NO'} |"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("phase")
+    p.add_argument("model")
+    p.add_argument("remote", choices=["none", "redis", "kcache"])
+    m = sub.add_parser("models")
+    m.add_argument("--models", default="resnet50,gpt2,mlp")
+    m.add_argument("--json")
+    r = sub.add_parser("ranks")
+    r.add_argument("--ranks", type=int, default=4)
+    r.add_argument("--json")
+    args = parser.parse_args()
+
+    if args.command == "phase":
+        print(json.dumps(run_phase(args.model, args.remote)))
+        return
+    root = Path(tempfile.mkdtemp(prefix="kcache-torch-bench-"))
+    try:
+        if args.command == "models":
+            rows = bench_models(args.models.split(","), root)
+            print_models_table(rows)
+        else:
+            rows = bench_ranks(args.ranks, root)
+            print_ranks_table(rows)
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=1))
+        if not all(r["correct"] for r in rows):
+            raise SystemExit("some compiled outputs differ from eager")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# torch.compile start-up through kcache against PyTorch's own Redis remote
+# cache, on the GPU machine (bench/torch/compile_cache_bench.py says what
+# each phase measures).
+#
+#   scripts/device/torch_compile_cache.sh prepare          here: kcached, libkcache,
+#                                                          redis-server and the redis
+#                                                          wheel -> .device/torch
+#   scripts/device/torch_compile_cache.sh run models [--models resnet50,mlp]
+#   scripts/device/torch_compile_cache.sh run ranks [--ranks 4]
+#
+# The GPU machine has PyTorch, Triton, torchvision and transformers but no
+# package registry: what else runs there is carried (device tool: carry .device).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+pack=.device/torch
+
+# Libraries every Linux has, and the loader's own: never carried.
+system_lib() {
+  case "$(basename "$1")" in
+    libc.so.* | libm.so.* | libpthread.so.* | libdl.so.* | librt.so.* | ld-linux* | \
+      libstdc++.so.* | libgcc_s.so.*) return 0 ;;
+  esac
+  return 1
+}
+
+carry_with_libs() { # BINARY DEST_NAME
+  cp "$1" "$pack/bin/$2"
+  strip "$pack/bin/$2"
+  ldd "$1" | awk '$3 ~ /^\// {print $3}' | while read -r lib; do
+    system_lib "$lib" || cp -L "$lib" "$pack/lib/"
+  done
+}
+
+case "${1:-}" in
+  prepare)
+    scripts/setup >/dev/null
+    rm -rf "$pack" && mkdir -p "$pack/bin" "$pack/lib" "$pack/whl"
+    carry_with_libs build/release/service/kcached kcached
+    carry_with_libs "$(command -v redis-server)" redis-server
+    cp -L build/release/client/libkcache.so "$pack/lib/libkcache.so"
+    strip "$pack/lib/libkcache.so"
+    # PyTorch's Redis remote cache needs redis-py; the GPU machine has none.
+    python3 -m pip download -q --no-deps --only-binary=:all: -d "$pack/whl" "redis==5.2.1"
+    du -sh "$pack"
+    ;;
+  run)
+    shift
+    [ -x "$pack/bin/kcached" ] || { echo "run 'prepare' first (on the build machine)"; exit 2; }
+    work=$(mktemp -d)
+    pids=()
+    trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
+    daemon_env=(env LD_LIBRARY_PATH="$PWD/$pack/lib")
+    "${daemon_env[@]}" "$pack/bin/redis-server" --port 6379 --bind 127.0.0.1 --save "" \
+      --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
+    pids+=($!)
+    "${daemon_env[@]}" "$pack/bin/kcached" --listen 127.0.0.1:0 --port-file "$work/port" \
+      --data-dir "$work/kcached" --workers 0 --log-level warn >"$work/kcached.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
+    [ -s "$work/port" ] || { cat "$work/kcached.log"; exit 1; }
+    python3 -m pip install -q --no-index --no-deps --target "$work/site" "$pack"/whl/*.whl
+    export PYTHONPATH="$work/site:$PWD/client/python${PYTHONPATH:+:$PYTHONPATH}"
+    export KCACHE_URL="http://127.0.0.1:$(cat "$work/port")" KCACHE_NAMESPACE=bench
+    export KCACHE_LIBRARY="$PWD/$pack/lib/libkcache.so"
+    export TORCHINDUCTOR_REDIS_HOST=127.0.0.1 TORCHINDUCTOR_REDIS_PORT=6379
+    export TRITON_REDIS_HOST=127.0.0.1 TRITON_REDIS_PORT=6379
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
+    python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
+    mode="${1:?run models|ranks}"
+    shift
+    out="${OUT:-$work}"
+    python3 bench/torch/compile_cache_bench.py "$mode" --json "$out/torch_$mode.json" "$@"
+    "${daemon_env[@]}" "$pack/bin/kcached" --version 2>/dev/null || true
+    ;;
+  *)
+    echo "usage: $0 prepare | run models|ranks [args]" >&2
+    exit 2
+    ;;
+esac
