@@ -43,9 +43,9 @@ REMOTE_SWITCHES = {
     "TORCHINDUCTOR_BUNDLED_AUTOTUNE_REMOTE_CACHE": "1",
     "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE": "1",
     "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_REMOTE_PGO": "1",
-    "TRITON_CACHE_MANAGER": "triton.runtime.cache:RemoteCacheManager",
-    "TRITON_REMOTE_CACHE_BACKEND": "triton.runtime.cache:RedisRemoteCacheBackend",
 }
+# Not Triton's RedisRemoteCacheBackend: in Triton 3.6 it reads
+# knobs.cache.redis, which no longer exists, and fails every compile.
 
 
 # ---------------------------------------------------------------- one phase
