@@ -33,7 +33,7 @@ from ._session import Session, Settings
 __all__ = ["enable", "disable", "stats", "Settings"]
 
 _TRITON_BACKEND = "kcache.torch.triton_backend:KcacheTritonBackend"
-_TRITON_MANAGER = "triton.runtime.cache:RemoteCacheManager"
+_TRITON_MANAGER = "kcache.torch.triton_backend:KcacheCacheManager"
 
 # Inductor's switches, as config attributes and as the environment variables
 # its compile workers read.

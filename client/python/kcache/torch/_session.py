@@ -134,15 +134,15 @@ class Session:
         self.client.close()
 
 
-_from_env: Optional[Session] = None
+_from_env: dict[Settings, Session] = {}
 _from_env_lock = threading.Lock()
 
 
 def session_from_env() -> Session:
     """The session of a process that did not call enable() itself (Triton's
     cache manager in Inductor's compile workers): settings from the environment."""
-    global _from_env
+    settings = Settings.from_env()
     with _from_env_lock:
-        if _from_env is None:
-            _from_env = Session(Settings.from_env())
-        return _from_env
+        if settings not in _from_env:
+            _from_env[settings] = Session(settings)
+        return _from_env[settings]
