@@ -40,11 +40,11 @@ HERE = Path(__file__).resolve().parent
 REMOTE_SWITCHES = {
     "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE": "1",
     "TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE": "1",
-    "TORCHINDUCTOR_BUNDLED_AUTOTUNE_REMOTE_CACHE": "1",
     "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE": "1",
     "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_REMOTE_PGO": "1",
 }
-# Not Triton's RedisRemoteCacheBackend: in Triton 3.6 it reads
+# The caches kcache.torch.enable() switches on. Not the bundled autotune
+# cache (torch 2.11 asserts in it), and not Triton's RedisRemoteCacheBackend: in Triton 3.6 it reads
 # knobs.cache.redis, which no longer exists, and fails every compile.
 
 

@@ -58,11 +58,18 @@ def enable(
     namespace: Optional[str] = None,
     token: Optional[str] = None,
     triton: bool = True,
+    bundled_autotune: bool = False,
     **settings,
 ) -> Session:
     """Makes kcache torch.compile's remote cache in this process and the
     processes it starts. url and namespace default to $KCACHE_URL and
-    $KCACHE_NAMESPACE; other keyword arguments are Settings fields."""
+    $KCACHE_NAMESPACE; other keyword arguments are Settings fields.
+
+    All five Inductor caches get kcache as their backend; four are switched
+    on. The bundled autotune cache is switched on only with
+    bundled_autotune=True: in torch 2.11 its bundler asserts on CPU graphs (no
+    Triton backend hash) and on local FX-graph hits of multi-graph models
+    (begin_compile without end_compile; seen with GPT-2 on an H100)."""
     global _session
     import importlib
 
@@ -90,9 +97,7 @@ def enable(
             cache in inductor_backend.SINGLE_FLIGHT,
         )
     for module_name, attribute, env in _SWITCHES:
-        if attribute == "bundled_autotune_remote_cache" and not _has_triton_device():
-            # Inductor's bundler needs Triton's backend hash, which CPU-only
-            # graphs lack (torch 2.11 asserts on it): GPU graphs only.
+        if attribute == "bundled_autotune_remote_cache" and not (bundled_autotune and _has_triton_device()):
             continue
         module = importlib.import_module(module_name)
         _saved[("config", module_name, attribute)] = getattr(module, attribute)
