@@ -23,7 +23,6 @@ environment.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from pathlib import Path
 from typing import Optional
@@ -73,9 +72,7 @@ def enable(
     global _session
     import importlib
 
-    import torch._inductor.remote_cache as remote_cache
-
-    from . import inductor_backend
+    from . import compile_workers, inductor_backend
 
     if _session is not None:
         disable()
@@ -87,15 +84,8 @@ def enable(
         _set_env(name, value)
     _expose_package_to_workers()
 
-    for class_name, cache in inductor_backend.CACHES.items():
-        cls = getattr(remote_cache, class_name)
-        _saved[("backend", class_name)] = cls.backend_override_cls
-        cls.backend_override_cls = functools.partial(
-            inductor_backend.KcacheInductorBackend,
-            session,
-            cache,
-            cache in inductor_backend.SINGLE_FLIGHT,
-        )
+    _saved[("backends",)] = inductor_backend.install(session)
+    _saved[("undo",)] = compile_workers.use_in_compile_workers()
     for module_name, attribute, env in _SWITCHES:
         if attribute == "bundled_autotune_remote_cache" and not (bundled_autotune and _has_triton_device()):
             continue
@@ -116,13 +106,15 @@ def disable() -> None:
     global _session
     import importlib
 
-    import torch._inductor.remote_cache as remote_cache
-
     if _session is None:
         return
+    from . import inductor_backend
+
     for saved_key, value in _saved.items():
-        if saved_key[0] == "backend":
-            getattr(remote_cache, saved_key[1]).backend_override_cls = value
+        if saved_key[0] == "backends":
+            inductor_backend.restore(value)
+        elif saved_key[0] == "undo":
+            value()
         elif saved_key[0] == "config":
             setattr(importlib.import_module(saved_key[1]), saved_key[2], value)
         elif saved_key[0] == "env":

@@ -8,6 +8,7 @@ RedisRemoteCache's keys ("pt2:{cache_id}::{key}:c1") and JSON bytes.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from typing import Optional
@@ -33,6 +34,25 @@ CACHES = {
 SINGLE_FLIGHT = frozenset({"fx-graph", "aot-autograd"})
 
 _PRODUCER = f"kcache.torch (torch {torch.__version__})"
+
+
+def install(session: Session) -> dict:
+    """kcache as the backend of all five caches; returns the previous backends."""
+    import torch._inductor.remote_cache as remote_cache
+
+    previous = {}
+    for class_name, cache in CACHES.items():
+        cls = getattr(remote_cache, class_name)
+        previous[class_name] = cls.backend_override_cls
+        cls.backend_override_cls = functools.partial(KcacheInductorBackend, session, cache, cache in SINGLE_FLIGHT)
+    return previous
+
+
+def restore(previous: dict) -> None:
+    import torch._inductor.remote_cache as remote_cache
+
+    for class_name, backend in previous.items():
+        getattr(remote_cache, class_name).backend_override_cls = backend
 
 
 class KcacheInductorBackend(RemoteCacheBackend[bytes]):
