@@ -5,6 +5,7 @@
 #include <kcache/cachekey/graph_digest.h>
 #include <kcache/cachekey/graph_json.h>
 #include <kcache/cachekey/guards.h>
+#include <kcache/cachekey/hash_details.h>
 #include <kcache/cachekey/key_manifest.h>
 #include <kcache/cachekey/wire.h>
 #include <kcache/compiler/compile_spec.h>
@@ -14,16 +15,49 @@
 #include <kcache/storage/artifact_store.h>
 #include <kcache/storage/value_frame.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
+
+namespace {
+
+// Hash details as kcached hands them to `kcache explain`: lines of A, an
+// empty line, lines of B.
+void explain_hash_details(std::string_view input) {
+  std::vector<std::string> sides[2];
+  int side = 0;
+  std::size_t start = 0;
+  while (start <= input.size()) {
+    const std::size_t end = std::min(input.find('\n', start), input.size());
+    const std::string_view line = input.substr(start, end - start);
+    if (line.empty() && side == 0) {
+      side = 1;
+    } else {
+      sides[side].emplace_back(line);
+    }
+    start = end + 1;
+  }
+  namespace ck = kcache::cachekey;
+  (void)ck::to_text(ck::explain_hash_details("a", ck::parse_hash_details(sides[0]), "b",
+                                             ck::parse_hash_details(sides[1])));
+}
+
+} // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) {
     return 0;
   }
   const std::string_view input(reinterpret_cast<const char*>(data + 1), size - 1);
-  // First bytes from 0xF0 pick the job-side parsers (the older seeds keep theirs).
+  // First bytes from 0xF0 pick the job-side parsers, 0xE0-0xEF Inductor's
+  // hash details (the older seeds keep theirs).
+  if (data[0] >= 0xE0 && data[0] < 0xF0) {
+    explain_hash_details(input);
+    return 0;
+  }
   if (data[0] >= 0xF0) {
     switch (data[0] % 5) {
     case 0:

@@ -102,3 +102,24 @@ def test_threads_share_a_client(daemon):
     for th in threads:
         th.join()
     assert errors == []
+
+
+def test_entries_keep_their_metadata(daemon):
+    c = kcache.Client(daemon.url, fail_open=False)
+    assert c.put("with-meta", b"value", metadata={"why": "because", "n": 3, "lines": ["a", "b"]}, producer="test")
+    value, record = c.get_entry("with-meta")
+    assert value == b"value"
+    assert record["producer"] == "test"
+    # Strings as they are; any other JSON value as its JSON text.
+    assert record["metadata"] == {"why": "because", "n": "3", "lines": '["a","b"]'}
+    assert c.get_entry("no-such-entry") is None
+
+
+def test_a_malformed_record_is_refused_not_stored(daemon):
+    c = kcache.Client(daemon.url)
+    lib = kcache.load_library()
+    for record in (b"not json", b"[1]", b'{"metadata": 5}', b'{"producer": 1}'):
+        status = lib.kcache_put_record(c._handle, b"bad-record", record, b"x", 1)
+        assert status == kcache.Status.ERR_INVALID, record
+        assert b"kcache_put_record" in lib.kcache_last_error()
+    assert c.get("bad-record") is None
