@@ -330,7 +330,7 @@ void JobManager::wait(const std::string& id, Clock::time_point deadline,
     const auto it = jobs_.find(id);
     if (it != jobs_.end() && !is_finished(it->second.state) && !stopping_ &&
         deadline > Clock::now()) {
-      waiters_[id].push_back(Waiter{deadline, std::move(done)});
+      waiters_.add(id, deadline, std::move(done));
       ++waiters_generation_;
       waiter_cv_.notify_all(); // the housekeeper may need to wake earlier
       return;
@@ -412,12 +412,9 @@ void JobManager::shutdown() {
     for (auto& [id, stop] : running_) {
       stop.request_stop();
     }
-    for (auto& [id, list] : waiters_) {
-      for (Waiter& w : list) {
-        callbacks.emplace_back(std::move(w.done), jobs_.at(id));
-      }
-    }
-    waiters_.clear();
+    waiters_.take_all([&](const std::string& id, WaitCallback&& done) {
+      callbacks.emplace_back(std::move(done), jobs_.at(id));
+    });
   }
   work_cv_.notify_all();
   waiter_cv_.notify_all();
@@ -596,12 +593,9 @@ JobManager::Callbacks JobManager::finish_locked(Job& job, JobState state) {
   on_child_finished_locked(job);
   remember_finished_locked(job);
   Callbacks callbacks;
-  if (const auto it = waiters_.find(job.id); it != waiters_.end()) {
-    for (Waiter& w : it->second) {
-      callbacks.emplace_back(std::move(w.done), job);
-    }
-    waiters_.erase(it);
-  }
+  waiters_.take(job.id, [&](const std::string& /*id*/, WaitCallback&& done) {
+    callbacks.emplace_back(std::move(done), job);
+  });
   spdlog::info("job {} {} ({} {} {}) in {} ms{}{}", job.id, job_state_name(state), job.backend,
                job.entry, job.target, job.compile_ms, job.error_message.empty() ? "" : ": ",
                job.error_message);
@@ -645,29 +639,15 @@ void JobManager::journal_locked(const Job& job) {
 void JobManager::housekeeping_loop(const std::stop_token& stop) {
   std::unique_lock lock(mu_);
   while (!stop.stop_requested() && !stopping_) {
-    auto next = Clock::now() + std::chrono::seconds(1);
-    for (const auto& [id, list] : waiters_) {
-      for (const Waiter& w : list) {
-        next = std::min(next, w.deadline);
-      }
-    }
+    const auto next = waiters_.earliest(Clock::now() + std::chrono::seconds(1));
     const std::uint64_t generation = waiters_generation_;
     waiter_cv_.wait_until(lock, stop, next,
                           [&] { return stopping_ || waiters_generation_ != generation; });
     const auto now = Clock::now();
     Callbacks expired;
-    for (auto it = waiters_.begin(); it != waiters_.end();) {
-      auto& list = it->second;
-      for (auto w = list.begin(); w != list.end();) {
-        if (w->deadline <= now) {
-          expired.emplace_back(std::move(w->done), jobs_.at(it->first));
-          w = list.erase(w);
-        } else {
-          ++w;
-        }
-      }
-      it = list.empty() ? waiters_.erase(it) : std::next(it);
-    }
+    waiters_.take_expired(now, [&](const std::string& id, WaitCallback&& done) {
+      expired.emplace_back(std::move(done), jobs_.at(id));
+    });
     std::erase_if(failures_, [&](const auto& entry) { return entry.second.expires <= now; });
     if (!expired.empty()) {
       lock.unlock();

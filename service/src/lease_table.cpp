@@ -71,7 +71,7 @@ void LeaseTable::wait_for_put(const std::string& key, Clock::time_point deadline
     std::lock_guard lock(mu_);
     const auto it = leases_.find(key);
     if (it != leases_.end() && it->second.expires > Clock::now() && deadline > Clock::now()) {
-      waiters_[key].push_back({deadline, std::move(done)});
+      waiters_.add(key, deadline, std::move(done));
       ++generation_;
       cv_.notify_all();
       return;
@@ -95,12 +95,9 @@ void LeaseTable::release_all_waiters() {
   Callbacks wake;
   {
     std::lock_guard lock(mu_);
-    for (auto& [key, list] : waiters_) {
-      for (Waiter& w : list) {
-        wake.push_back(std::move(w.done));
-      }
-    }
-    waiters_.clear();
+    waiters_.take_all([&](const std::string& /*key*/, std::function<void()>&& done) {
+      wake.push_back(std::move(done));
+    });
   }
   for (auto& done : wake) {
     done();
@@ -109,25 +106,17 @@ void LeaseTable::release_all_waiters() {
 
 void LeaseTable::end_lease_locked(const std::string& key, Callbacks& wake) {
   leases_.erase(key);
-  if (const auto it = waiters_.find(key); it != waiters_.end()) {
-    for (Waiter& w : it->second) {
-      wake.push_back(std::move(w.done));
-    }
-    waiters_.erase(it);
-  }
+  waiters_.take(key, [&](const std::string& /*key*/, std::function<void()>&& done) {
+    wake.push_back(std::move(done));
+  });
 }
 
 void LeaseTable::housekeeping_loop(const std::stop_token& stop) {
   std::unique_lock lock(mu_);
   while (!stop.stop_requested()) {
-    auto next = Clock::now() + std::chrono::seconds(1);
+    auto next = waiters_.earliest(Clock::now() + std::chrono::seconds(1));
     for (const auto& [key, lease] : leases_) {
       next = std::min(next, lease.expires);
-    }
-    for (const auto& [key, list] : waiters_) {
-      for (const Waiter& w : list) {
-        next = std::min(next, w.deadline);
-      }
     }
     const std::uint64_t generation = generation_;
     cv_.wait_until(lock, stop, next, [&] { return generation_ != generation; });
@@ -141,18 +130,9 @@ void LeaseTable::housekeeping_loop(const std::stop_token& stop) {
         end_lease_locked(key, wake);
       }
     }
-    for (auto it = waiters_.begin(); it != waiters_.end();) {
-      auto& list = it->second;
-      for (auto w = list.begin(); w != list.end();) {
-        if (w->deadline <= now) {
-          wake.push_back(std::move(w->done));
-          w = list.erase(w);
-        } else {
-          ++w;
-        }
-      }
-      it = list.empty() ? waiters_.erase(it) : std::next(it);
-    }
+    waiters_.take_expired(now, [&](const std::string& /*key*/, std::function<void()>&& done) {
+      wake.push_back(std::move(done));
+    });
     if (!wake.empty()) {
       lock.unlock();
       for (auto& done : wake) {

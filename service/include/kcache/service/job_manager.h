@@ -13,6 +13,7 @@
 #include <kcache/compiler/worker_protocol.h>
 #include <kcache/compiler/worker_runner.h>
 #include <kcache/service/config.h>
+#include <kcache/service/deadline_waiters.h>
 #include <kcache/service/job.h>
 #include <kcache/service/job_journal.h>
 #include <kcache/service/job_queue.h>
@@ -102,15 +103,12 @@ public:
 
 private:
   using Clock = std::chrono::steady_clock;
-  struct Waiter {
-    Clock::time_point deadline;
-    std::function<void(std::optional<Job>)> done;
-  };
   struct Failure {
     std::string job_id;
     Clock::time_point expires;
   };
-  using Callbacks = std::vector<std::pair<std::function<void(std::optional<Job>)>, Job>>;
+  using WaitCallback = std::function<void(std::optional<Job>)>;
+  using Callbacks = std::vector<std::pair<WaitCallback, Job>>;
 
   void recover();
   SubmitResult submit_uncounted(const Submission& submission);
@@ -164,14 +162,14 @@ private:
   std::condition_variable_any waiter_cv_;
   bool stopping_ = false;
   JobQueue queue_;
-  std::unordered_map<std::string, Job> jobs_;                    // active and remembered
-  std::deque<std::string> finished_order_;                       // oldest first
-  std::unordered_map<std::string, std::string> active_by_key_;   // compile key -> job id
-  std::unordered_map<std::string, Failure> failures_;            // compile key -> failure
-  std::unordered_map<std::string, std::stop_source> running_;    // job id -> its cancel
-  std::unordered_map<std::string, std::vector<Waiter>> waiters_; // job id -> long-polls
-  std::unordered_map<std::string, AutotuneState> autotunes_;     // autotune job id ->
-  std::uint64_t waiters_generation_ = 0;                         // bumped per new waiter
+  std::unordered_map<std::string, Job> jobs_;                  // active and remembered
+  std::deque<std::string> finished_order_;                     // oldest first
+  std::unordered_map<std::string, std::string> active_by_key_; // compile key -> job id
+  std::unordered_map<std::string, Failure> failures_;          // compile key -> failure
+  std::unordered_map<std::string, std::stop_source> running_;  // job id -> its cancel
+  DeadlineWaiters<WaitCallback> waiters_;                      // job id -> long-polls
+  std::unordered_map<std::string, AutotuneState> autotunes_;   // autotune job id ->
+  std::uint64_t waiters_generation_ = 0;                       // bumped per new waiter
   std::size_t running_count_ = 0;
 
   Counter& compiles_ok_;

@@ -5,6 +5,8 @@
 // so a dead holder blocks nobody for longer than its TTL. Node-local: the
 // cluster-wide form (Redis SET NX PX) belongs to DESIGN's cluster mode.
 
+#include <kcache/service/deadline_waiters.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -52,10 +54,6 @@ private:
     std::string token, holder;
     Clock::time_point expires;
   };
-  struct Waiter {
-    Clock::time_point deadline;
-    std::function<void()> done;
-  };
   using Callbacks = std::vector<std::function<void()>>;
   void end_lease_locked(const std::string& key, Callbacks& wake);
   void housekeeping_loop(const std::stop_token& stop);
@@ -64,8 +62,8 @@ private:
   std::condition_variable_any cv_;
   std::uint64_t generation_ = 0;
   std::map<std::string, Lease> leases_;
-  std::map<std::string, std::vector<Waiter>> waiters_;
-  std::jthread housekeeper_; // last: joins before the maps go
+  DeadlineWaiters<std::function<void()>> waiters_; // key -> waits for its put
+  std::jthread housekeeper_;                       // last: joins before the maps go
 };
 
 } // namespace kcache::service
