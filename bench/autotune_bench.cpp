@@ -9,6 +9,7 @@
 //   autotune_bench [SEARCH.json] [--rounds N]
 
 #include "kcached_process.h"
+#include "search_file.h"
 
 #include <kcache/client/client.h>
 
@@ -25,11 +26,6 @@ namespace {
 using namespace kcache;
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 struct Outcome {
   json table;
@@ -85,16 +81,12 @@ int main(int argc, char** argv) {
       path = argv[i];
     }
   }
-  json spec = json::parse(read_file(path), nullptr, false);
-  if (!spec.is_object()) {
-    std::fprintf(stderr, "cannot read %s\n", path.c_str());
+  const auto loaded = bench::load_search_file(path);
+  if (!loaded) {
+    std::fprintf(stderr, "%s: not an autotune spec\n", path.c_str());
     return 2;
   }
-  if (spec["source"].contains("file")) {
-    spec["source"]["text"] =
-        read_file(path.parent_path() / spec["source"]["file"].get<std::string>());
-    spec["source"].erase("file");
-  }
+  const json& spec = *loaded;
   testing::KcachedProcess kcached({"--log-level", "warn"});
   client::ClientOptions o;
   o.url = kcached.url();

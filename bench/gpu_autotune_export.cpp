@@ -6,6 +6,8 @@
 //
 //   gpu_autotune_export SEARCH.json OUT_DIR [--url URL]
 
+#include "search_file.h"
+
 #include <kcache/cachekey/json_text.h>
 #include <kcache/client/client.h>
 #include <kcache/compiler/autotune_spec.h>
@@ -18,17 +20,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <utility>
 
 namespace {
 
 using namespace kcache;
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 std::string key_of(const std::string& variant_id) {
   std::string key = "gpu-autotune." + variant_id;
@@ -49,16 +47,12 @@ int main(int argc, char** argv) {
   options.url = argc >= 5 && std::string(argv[3]) == "--url" ? argv[4] : "http://127.0.0.1:7070";
   options.timeout = std::chrono::seconds(30);
 
-  json spec = json::parse(read_file(search_path), nullptr, false);
-  if (!spec.is_object() || !spec.contains("autotune")) {
+  auto loaded = bench::load_search_file(search_path);
+  if (!loaded) {
     std::fprintf(stderr, "%s: not an autotune spec\n", argv[1]);
     return 2;
   }
-  if (spec["source"].contains("file")) {
-    spec["source"]["text"] =
-        read_file(search_path.parent_path() / spec["source"]["file"].get<std::string>());
-    spec["source"].erase("file");
-  }
+  json spec = *std::move(loaded);
   auto base = compiler::spec_from_json(spec.dump());
   auto search = compiler::parse_autotune(spec["autotune"].dump());
   if (!base || !search) {

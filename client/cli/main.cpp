@@ -289,11 +289,10 @@ int cmd_rm(Cli& cli) {
 // in the entry's metadata; empty if the entry has none.
 std::vector<std::string> stored_hash_details(const json& entry) {
   std::vector<std::string> lines;
-  const json* metadata = entry.contains("record") ? &entry["record"] : &entry;
-  if (!metadata->contains("metadata") || !(*metadata)["metadata"].is_object()) {
+  if (!entry.contains("metadata") || !entry["metadata"].is_object()) {
     return lines;
   }
-  const json& meta = (*metadata)["metadata"];
+  const json& meta = entry["metadata"];
   if (!meta.contains("hash_details") || !meta["hash_details"].is_string()) {
     return lines;
   }

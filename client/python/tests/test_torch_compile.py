@@ -21,7 +21,7 @@ def compile_in_fresh_process(tmp_path: Path, name: str, mode: str, url: str) -> 
     env = dict(os.environ)
     env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / name / "inductor")
     env["TRITON_CACHE_DIR"] = str(tmp_path / name / "triton")
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "client" / "python"), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "client" / "python"), env.get("PYTHONPATH")]))
     proc = subprocess.run(
         [sys.executable, str(HERE / "torch_compile_child.py"), mode, url],
         env=env,

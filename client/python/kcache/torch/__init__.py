@@ -23,9 +23,10 @@ environment.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from ._session import Session, Settings
 
@@ -49,7 +50,7 @@ _SWITCHES = (
 )
 
 _session: Optional[Session] = None
-_saved: dict = {}
+_undo: list[Callable[[], None]] = []  # what enable() changed, undone in reverse by disable()
 
 
 def enable(
@@ -84,19 +85,21 @@ def enable(
         _set_env(name, value)
     _expose_package_to_workers()
 
-    _saved[("backends",)] = inductor_backend.install(session)
-    _saved[("undo",)] = compile_workers.use_in_compile_workers()
+    previous_backends = inductor_backend.install(session)
+    _undo.append(lambda: inductor_backend.restore(previous_backends))
+    _undo.append(compile_workers.use_in_compile_workers())
     for module_name, attribute, env in _SWITCHES:
         if attribute == "bundled_autotune_remote_cache" and not (bundled_autotune and _has_triton_device()):
             continue
         module = importlib.import_module(module_name)
-        _saved[("config", module_name, attribute)] = getattr(module, attribute)
+        _undo.append(functools.partial(setattr, module, attribute, getattr(module, attribute)))
         setattr(module, attribute, True)
         _set_env(env, "1")
     if triton:
         _set_env("TRITON_CACHE_MANAGER", _TRITON_MANAGER)
         _set_env("TRITON_REMOTE_CACHE_BACKEND", _TRITON_BACKEND)
     session.hash_details.install()
+    _undo.append(session.hash_details.uninstall)
     _session = session
     return session
 
@@ -104,26 +107,10 @@ def enable(
 def disable() -> None:
     """Undoes enable(): Inductor's and Triton's caches as they were."""
     global _session
-    import importlib
-
     if _session is None:
         return
-    from . import inductor_backend
-
-    for saved_key, value in _saved.items():
-        if saved_key[0] == "backends":
-            inductor_backend.restore(value)
-        elif saved_key[0] == "undo":
-            value()
-        elif saved_key[0] == "config":
-            setattr(importlib.import_module(saved_key[1]), saved_key[2], value)
-        elif saved_key[0] == "env":
-            if value is None:
-                os.environ.pop(saved_key[1], None)
-            else:
-                os.environ[saved_key[1]] = value
-    _saved.clear()
-    _session.hash_details.uninstall()
+    while _undo:
+        _undo.pop()()
     _session.close()
     _session = None
 
@@ -141,7 +128,15 @@ def _has_triton_device() -> bool:
 
 
 def _set_env(name: str, value: str) -> None:
-    _saved.setdefault(("env", name), os.environ.get(name))
+    before = os.environ.get(name)
+
+    def restore() -> None:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+    _undo.append(restore)
     os.environ[name] = value
 
 

@@ -57,11 +57,13 @@ class LeaseKeeper:
         with self._lock:
             return len(self._held)
 
-    def done(self, key: str) -> None:
-        """The entry is put (or will not be): let the waiters go."""
+    def done(self, key: str, stored: bool = False) -> None:
+        """The entry is put (stored) or will not be: let the waiters go. A put
+        already ended the lease in kcached and woke them; otherwise release it."""
         with self._lock:
             token, _ = self._held.pop(key, (None, 0.0))
-        self._client.release_lease(key, token)
+        if not stored:
+            self._client.release_lease(key, token)
 
     def release_all(self) -> None:
         with self._lock:

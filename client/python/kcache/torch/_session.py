@@ -126,8 +126,8 @@ class Session:
             return LeaseKeeper.GRANTED
         return self._call(self.leases.acquire, key) or LeaseKeeper.GRANTED
 
-    def done(self, key: str) -> None:
-        self._call(self.leases.done, key)
+    def done(self, key: str, stored: bool) -> None:
+        self._call(self.leases.done, key, stored)
 
     def close(self) -> None:
         self.leases.release_all()

@@ -108,6 +108,7 @@ class KcacheInductorBackend(RemoteCacheBackend[bytes]):
 
     def _put(self, key: str, data: bytes) -> None:
         entry = self._entry(key)
+        stored = False
         try:
             value, metadata = _values.pack(bytes(data))
             cache_id, inductor_key = _keys.split_inductor_key(key)
@@ -117,9 +118,10 @@ class KcacheInductorBackend(RemoteCacheBackend[bytes]):
                 metadata["inductor_cache_id"] = cache_id
             if (lines := self._session.hash_details.lines(inductor_key)) is not None:
                 metadata["hash_details"] = json.dumps(lines)
-            if self._session.put(entry, value, metadata, _PRODUCER):
+            stored = self._session.put(entry, value, metadata, _PRODUCER)
+            if stored:
                 self._session.stats[f"{self._cache}.puts"] += 1
                 self._session.stats["bytes_written"] += len(value)
         finally:
             if self._single_flight:
-                self._session.done(entry)
+                self._session.done(entry, stored)
