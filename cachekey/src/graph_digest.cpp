@@ -20,6 +20,47 @@ void collect_symbols(const TensorType& type, std::vector<std::string>& ordered,
   std::for_each(type.strides.begin(), type.strides.end(), visit);
 }
 
+// Nodes in a topological order that ignores names and the order independent
+// nodes were added: depth-first from the graph outputs in output order, each
+// node after its inputs (in input order); nodes no output reaches follow in
+// graph order.
+std::vector<NodeId> canonical_order(const Graph& graph) {
+  const auto& nodes = graph.nodes();
+  std::vector<bool> placed(nodes.size(), false);
+  std::vector<NodeId> order;
+  order.reserve(nodes.size());
+  // Iterative, so deep chains cannot exhaust the stack.
+  std::vector<std::pair<NodeId, std::size_t>> stack;
+  auto visit = [&](NodeId root) {
+    if (placed[root]) {
+      return;
+    }
+    stack.emplace_back(root, 0);
+    while (!stack.empty()) {
+      auto& [id, next] = stack.back();
+      if (next < nodes[id].inputs.size()) {
+        const NodeId in = nodes[id].inputs[next++].node;
+        if (!placed[in]) {
+          stack.emplace_back(in, 0); // inputs have smaller ids: no cycles
+        }
+        continue;
+      }
+      if (!placed[id]) {
+        placed[id] = true;
+        order.push_back(id);
+      }
+      stack.pop_back();
+    }
+  };
+  for (const ValueRef& out : graph.outputs()) {
+    visit(out.node);
+  }
+  for (NodeId id = 0; id < nodes.size(); ++id) {
+    visit(id);
+  }
+  return order;
+}
+
 SymbolMap canonical_symbols(const Graph& graph) {
   std::vector<std::string> ordered;
   std::set<std::string, std::less<>> seen;
@@ -28,16 +69,12 @@ SymbolMap canonical_symbols(const Graph& graph) {
       collect_symbols(type, ordered, seen);
     }
   }
-  std::vector<std::string> internal;
-  std::set<std::string, std::less<>> internal_seen = seen;
-  for (const Node& node : graph.nodes()) {
-    for (const TensorType& type : node.outputs) {
-      collect_symbols(type, internal, internal_seen);
+  // Data-dependent symbols (u0 = nonzero(x).size(0)) by first use, not by name.
+  for (NodeId id : canonical_order(graph)) {
+    for (const TensorType& type : graph.nodes()[id].outputs) {
+      collect_symbols(type, ordered, seen);
     }
   }
-  std::sort(internal.begin(), internal.end());
-  ordered.insert(ordered.end(), internal.begin(), internal.end());
-
   SymbolMap map;
   for (std::size_t i = 0; i < ordered.size(); ++i) {
     map.emplace(ordered[i], "s" + std::to_string(i));
@@ -45,8 +82,24 @@ SymbolMap canonical_symbols(const Graph& graph) {
   return map;
 }
 
-// Explicit row-major strides over a fully static shape say nothing beyond the
-// shape itself; dropping them avoids a needless miss against an empty list.
+// A symbolic product: coefficient times symbols (an expected row-major stride).
+struct Product {
+  std::int64_t coefficient = 1;
+  std::vector<std::string> symbols;
+};
+
+// Whether `stride` spells exactly `expected` (a Dim holds one constant or one symbol).
+bool spells(const Dim& stride, const Product& expected) {
+  if (const auto* value = std::get_if<std::int64_t>(&stride.value)) {
+    return expected.symbols.empty() && *value == expected.coefficient;
+  }
+  return expected.coefficient == 1 && expected.symbols.size() == 1 &&
+         expected.symbols.front() == std::get<std::string>(stride.value);
+}
+
+// Explicit row-major strides say nothing beyond the shape; dropping them avoids
+// a needless miss against an empty list. Symbolic sizes count too: shape
+// [s0, s1] with strides [s1, 1] is row-major.
 bool is_default_contiguous(const TensorType& type) {
   if (type.strides.empty()) {
     return true;
@@ -54,16 +107,40 @@ bool is_default_contiguous(const TensorType& type) {
   if (type.strides.size() != type.shape.size()) {
     return false;
   }
-  std::int64_t expected = 1;
+  Product expected;
   for (std::size_t i = type.shape.size(); i-- > 0;) {
-    const auto* size = std::get_if<std::int64_t>(&type.shape[i].value);
-    const auto* stride = std::get_if<std::int64_t>(&type.strides[i].value);
-    if (size == nullptr || stride == nullptr || *stride != expected) {
+    if (!spells(type.strides[i], expected)) {
       return false;
     }
-    expected *= *size;
+    if (const auto* size = std::get_if<std::int64_t>(&type.shape[i].value)) {
+      if (__builtin_mul_overflow(expected.coefficient, *size, &expected.coefficient)) {
+        return false;
+      }
+    } else {
+      expected.symbols.push_back(std::get<std::string>(type.shape[i].value));
+    }
   }
   return true;
+}
+
+// Where each node stands among the graph's effects, in graph (program) order:
+// an effectful node's ordinal among effectful nodes; any other node, the
+// number of effects before it (it may read state they changed). Graph inputs
+// are read at entry: 0.
+std::vector<std::uint64_t> effect_positions(const Graph& graph) {
+  std::vector<std::uint64_t> positions;
+  positions.reserve(graph.nodes().size());
+  std::uint64_t effects = 0;
+  for (const Node& node : graph.nodes()) {
+    if (node.op == Graph::kInputOp) {
+      positions.push_back(0);
+    } else if (is_effectful(node)) {
+      positions.push_back(effects++);
+    } else {
+      positions.push_back(effects);
+    }
+  }
+  return positions;
 }
 
 const std::string& canonical_name(const std::string& name, const SymbolMap& symbols) {
@@ -116,7 +193,8 @@ void encode_attr(CanonicalWriter& w, const AttrValue& attr) {
       attr.value);
 }
 
-Digest digest_node(const Node& node, const std::vector<Digest>& done, const SymbolMap& symbols) {
+Digest digest_node(const Node& node, std::uint64_t effect_position, const std::vector<Digest>& done,
+                   const SymbolMap& symbols) {
   CanonicalWriter w;
   w.tag("node").str(node.op);
   w.list(node.attrs.size());
@@ -132,6 +210,8 @@ Digest digest_node(const Node& node, const std::vector<Digest>& done, const Symb
   for (const ValueRef& ref : node.inputs) {
     w.digest(done[ref.node]).u64(ref.output);
   }
+  // Two effectful nodes never share a digest, however alike.
+  w.tag(is_effectful(node) ? "effect" : "after-effects").u64(effect_position);
   return w.sha256();
 }
 
@@ -141,9 +221,11 @@ GraphDigest digest_graph(const Graph& graph) {
   GraphDigest result;
   result.symbols = canonical_symbols(graph);
   result.node_digests.reserve(graph.nodes().size());
+  const std::vector<std::uint64_t> positions = effect_positions(graph);
   // Node ids are a topological order: add_node only accepts existing inputs.
-  for (const Node& node : graph.nodes()) {
-    result.node_digests.push_back(digest_node(node, result.node_digests, result.symbols));
+  for (NodeId id = 0; id < graph.nodes().size(); ++id) {
+    result.node_digests.push_back(
+        digest_node(graph.nodes()[id], positions[id], result.node_digests, result.symbols));
   }
 
   CanonicalWriter w;

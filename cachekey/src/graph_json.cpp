@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <charconv>
+#include <cmath>
 #include <map>
 
 namespace kcache::cachekey {
@@ -15,12 +17,56 @@ Unexpected fail(std::string message) {
   return Unexpected(GraphError{std::move(message)});
 }
 
+// nlohmann reads an integer literal beyond uint64 as a double and one beyond
+// int64 as unsigned; either would reach the key as a different number. Every
+// integer in a graph is an int64 (dims, strides, attributes), so any integer
+// literal outside that range is refused here, by its text.
+tl::expected<void, GraphError> check_integer_literals(std::string_view text) {
+  const auto digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      i += c == '\\' ? 1 : 0;
+      in_string = c != '"';
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      continue;
+    }
+    if (c != '-' && !digit(c)) {
+      continue;
+    }
+    std::size_t end = i + 1;
+    while (end < text.size() && (digit(text[end]) || std::string_view(".eE+-").find(text[end]) !=
+                                                         std::string_view::npos)) {
+      ++end;
+    }
+    const std::string_view literal = text.substr(i, end - i);
+    if (literal.find_first_of(".eE") == std::string_view::npos) {
+      std::int64_t value = 0;
+      const auto [ptr, ec] =
+          std::from_chars(literal.data(), literal.data() + literal.size(), value);
+      if (ec == std::errc::result_out_of_range) {
+        return fail("integer " + std::string(literal) + " at offset " + std::to_string(i) +
+                    " is outside the int64 range");
+      }
+    }
+    i = end - 1;
+  }
+  return {};
+}
+
 tl::expected<std::vector<Dim>, GraphError> parse_dims(const json& dims, std::string_view what) {
   if (!dims.is_array()) {
     return fail(std::string(what) + " must be an array");
   }
   std::vector<Dim> out;
   for (const json& d : dims) {
+    if (d.is_number_unsigned() && d.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
+      return fail(std::string(what) + " entry " + d.dump() + " is outside the int64 range");
+    }
     if (d.is_number_integer()) {
       out.push_back(Dim::fixed(d.get<std::int64_t>()));
     } else if (d.is_string() && !d.get_ref<const std::string&>().empty()) {
@@ -68,6 +114,10 @@ tl::expected<AttrValue, GraphError> parse_attr(const json& j) {
     }
     return AttrValue(j.get<std::int64_t>());
   case json::value_t::number_float:
+    // JSON cannot write inf; a literal that overflows a double is refused.
+    if (!std::isfinite(j.get<double>())) {
+      return fail("attribute float out of double range");
+    }
     return AttrValue(j.get<double>());
   case json::value_t::string:
     return AttrValue(j.get<std::string>());
@@ -117,6 +167,7 @@ struct PendingNode {
   Attrs attrs;
   std::vector<Ref> inputs;
   std::vector<TensorType> outputs;
+  bool effectful = false;
 };
 
 tl::expected<PendingNode, GraphError> parse_node(const json& j) {
@@ -124,8 +175,14 @@ tl::expected<PendingNode, GraphError> parse_node(const json& j) {
       !j["op"].is_string()) {
     return fail("every node needs a string \"name\" and \"op\"");
   }
-  PendingNode node{j["name"].get<std::string>(), j["op"].get<std::string>(), {}, {}, {}};
+  PendingNode node{j["name"].get<std::string>(), j["op"].get<std::string>(), {}, {}, {}, false};
   const std::string where = "node '" + node.name + "': ";
+  if (const auto it = j.find("effectful"); it != j.end()) {
+    if (!it->is_boolean()) {
+      return fail(where + "\"effectful\" must be true or false");
+    }
+    node.effectful = it->get<bool>();
+  }
   const json attrs = j.value("attrs", json::object());
   if (!attrs.is_object()) {
     return fail(where + "\"attrs\" must be an object");
@@ -202,6 +259,9 @@ tl::expected<void, GraphError> add_in_dependency_order(Graph& graph,
       if (!id) {
         return Unexpected(id.error());
       }
+      if (node.effectful) {
+        (void)graph.mark_effectful(*id); // *id was just added: cannot fail
+      }
       ids.emplace(node.name, *id);
       marks[current] = Mark::kDone;
       stack.pop_back();
@@ -253,6 +313,11 @@ tl::expected<Graph, GraphError> parse_document(const json& doc);
 
 tl::expected<Graph, GraphError> parse_graph_json(std::string_view text) {
   const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_discarded()) {
+    if (auto ok = check_integer_literals(text); !ok) {
+      return Unexpected(ok.error());
+    }
+  }
   try {
     return parse_document(doc);
   } catch (const json::exception& e) {
@@ -328,6 +393,9 @@ std::string graph_to_json(const Graph& graph) {
       continue;
     }
     json j{{"name", node.name}, {"op", node.op}, {"inputs", json::array()}};
+    if (node.effectful) {
+      j["effectful"] = true;
+    }
     for (const ValueRef& in : node.inputs) {
       j["inputs"].push_back(ref_name(in));
     }

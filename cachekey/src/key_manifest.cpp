@@ -75,9 +75,13 @@ KeyBuilder& KeyBuilder::salt(std::string value) {
 tl::expected<KeyManifest, KeyError> KeyBuilder::build() const {
   KeyManifest m = manifest_;
   SymbolMap symbols;
+  // With a graph, guards may name only its symbols and inputs (renamed as the
+  // digest sees them); with a client's own digest, names are kept verbatim.
+  GuardNames guard_names;
   if (graph_) {
     const GraphDigest gd = digest_graph(*graph_);
     symbols = gd.symbols;
+    guard_names = GuardNames::for_graph(*graph_, symbols);
     m.graph_digest = to_hex(gd.root);
     m.graph_nodes.clear();
     for (std::size_t id = 0; id < graph_->nodes().size(); ++id) {
@@ -96,7 +100,7 @@ tl::expected<KeyManifest, KeyError> KeyBuilder::build() const {
   if (m.graph_digest.empty()) {
     return tl::unexpected(KeyError{"a key needs a graph or a graph digest"});
   }
-  auto guards = normalize_guards(raw_guards_, symbols);
+  auto guards = normalize_guards(raw_guards_, guard_names);
   if (!guards) {
     return tl::unexpected(KeyError{guards.error().message});
   }

@@ -2,6 +2,11 @@
 // key component changed: every existing key would silently stop hitting (or
 // worse, start colliding). Bump kKeySchemaVersion and update the vectors in the
 // same change.
+//
+// Schema 2 changed every vector below: the version is hashed into each key
+// (MinimalManifest); node digests now cover each node's place among effects
+// (BlockGraphAndFullManifest's graph digest); guards are parsed and rendered
+// canonically. The empty component digests did not change.
 
 #include "test_graphs.h"
 
@@ -15,8 +20,8 @@
 namespace kcache::cachekey {
 namespace {
 
-TEST(GoldenKeys, SchemaVersionIsOne) {
-  EXPECT_EQ(kKeySchemaVersion, 1U);
+TEST(GoldenKeys, SchemaVersionIsTwo) {
+  EXPECT_EQ(kKeySchemaVersion, 2U);
 }
 
 TEST(GoldenKeys, EmptyComponentDigests) {
@@ -33,13 +38,13 @@ TEST(GoldenKeys, MinimalManifest) {
   m.ns = "golden";
   m.graph_digest = std::string(64, '0');
   m.hardware_class = "x86_64:avx2";
-  EXPECT_EQ(m.key(), "kc1-e595c5df6d1ad60665fc2e4d49f631deaaa3e50cbf980ca0209f6dd203c179e1");
+  EXPECT_EQ(m.key(), "kc1-282722b3eb0d5501b682a7875cfd66fd3c89e0ade98819b83a84a8acefa23902");
 }
 
 TEST(GoldenKeys, BlockGraphAndFullManifest) {
   const Graph g = testing::make_block();
   EXPECT_EQ(to_hex(digest_graph(g).root),
-            "376e13a216cbf55faaad146fc9f01f9abdfd3391d4b0f77ae27ccad1b85c4c59");
+            "672fbe9bd27502942cfbb7d8d8e08739d8e64d117f0d7f2ceafebe8fcd2bc101");
   const auto m = KeyBuilder()
                      .ns("golden")
                      .graph(g)
@@ -50,7 +55,7 @@ TEST(GoldenKeys, BlockGraphAndFullManifest) {
                      .salt("s")
                      .build();
   ASSERT_TRUE(m.has_value());
-  EXPECT_EQ(m->key(), "kc1-9ce49ec6ee31eb864aac9458c67d1bc9ca751a22acae506fadc6dfde7452d731");
+  EXPECT_EQ(m->key(), "kc1-7693c11d6c2083a2d7dc7004f8bce25da18dc0b3cb96ac78c64203717f47ff34");
 }
 
 TEST(KeyManifest, JsonRoundTripKeepsKey) {

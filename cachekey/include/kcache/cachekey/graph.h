@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kcache::cachekey {
@@ -28,7 +29,32 @@ struct Node {
   Attrs attrs;
   std::vector<ValueRef> inputs; // order matters (mm(a, b) != mm(b, a))
   std::vector<TensorType> outputs;
+  bool effectful = false; // set by the client; is_effectful_op() adds known ops
 };
+
+// Ops whose result is not a function of their inputs, or that act on state
+// beyond their outputs. Two such nodes are never interchangeable, however
+// alike, and their order among each other is part of the program:
+//   - random: rand*, randn*, randint*, randperm, random*, bernoulli*, dropout*
+//     (incl. native_dropout, feature/alpha variants), normal*, uniform*,
+//     multinomial, exponential, geometric, cauchy, log_normal, poisson,
+//     binomial, rrelu*, _standard_gamma, _sample_dirichlet, anything with
+//     "philox", "seed" or "rng" in its name;
+//   - uninitialized memory: empty, empty_like, empty_strided, new_empty*;
+//   - in place: a name ending in a single '_' (add_, copy_, index_put_) or
+//     written __iop__ (__iadd__), and the out= overload ("aten.add.out");
+//   - communication: namespaces c10d, _c10d_functional, c10d_functional,
+//     c10d_ops, _dtensor; names containing all_reduce, all_gather,
+//     reduce_scatter, all_to_all, wait_tensor; broadcast (not broadcast_to),
+//     barrier*, send*, recv*, isend*, irecv*;
+//   - other effects: _assert*, print, with_effects, record_stream, _local_scalar_dense.
+// The op is read as [torch.ops.]namespace.name[.overload]; a bare name is the name.
+bool is_effectful_op(std::string_view op);
+
+// The client's flag or the op list above.
+inline bool is_effectful(const Node& node) {
+  return node.effectful || is_effectful_op(node.op);
+}
 
 struct GraphError {
   std::string message;
@@ -43,6 +69,9 @@ public:
                                             std::vector<ValueRef> inputs,
                                             std::vector<TensorType> outputs, Attrs attrs = {});
   tl::expected<void, GraphError> add_output(ValueRef value);
+  // Marks a node as having effects (see is_effectful_op) when its op is not
+  // known to have them; graph inputs cannot be effectful.
+  tl::expected<void, GraphError> mark_effectful(NodeId node);
 
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::vector<NodeId>& inputs() const { return inputs_; }

@@ -6,9 +6,20 @@
 // graph digest covers the outputs in order plus the sorted multiset of all node
 // digests, so it does not depend on the order independent nodes were added.
 //
+// Effects (is_effectful in graph.h) are the exception: they happen in program
+// order, which is graph (insertion) order. An effectful node's digest also
+// covers its ordinal among effectful nodes, so two random or in-place nodes
+// are never merged by content and swapping two effects changes the digest;
+// any other node's digest covers how many effects precede it (it may read
+// state they changed). Graphs without effects hash as if effects did not exist.
+//
 // Symbolic dims are renamed to canonical names s0, s1, ... in order of first
 // appearance over the graph inputs (by position, shape before strides); symbols
-// that appear only on intermediate values follow, sorted by their given name.
+// that appear only on intermediate values (data-dependent sizes) follow by
+// first appearance in a canonical topological order: depth-first from the
+// outputs in output order, each node after its inputs in input order; nodes no
+// output reaches follow in graph order. Explicit row-major strides, over static
+// or symbolic sizes, hash as omitted strides.
 
 #include <kcache/cachekey/graph.h>
 #include <kcache/cachekey/sha256.h>

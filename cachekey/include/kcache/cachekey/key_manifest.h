@@ -21,7 +21,9 @@
 namespace kcache::cachekey {
 
 // Bump whenever the encoding of any component changes: old keys must not hit.
-inline constexpr std::uint32_t kKeySchemaVersion = 1;
+// 2: guards parsed and renamed with the graph's inputs; effectful graph nodes;
+// symbolic row-major strides; data-dependent symbols by first use.
+inline constexpr std::uint32_t kKeySchemaVersion = 2;
 inline constexpr std::string_view kKeyPrefix = "kc1-";
 
 // One graph node as explain reports it.
@@ -59,7 +61,7 @@ struct KeyError {
 };
 
 // Builds a manifest from raw parts, normalizing guards (with the graph's
-// symbol names) and options.
+// symbol and input names: GuardNames::for_graph) and options.
 class KeyBuilder {
 public:
   KeyBuilder& ns(std::string value);
