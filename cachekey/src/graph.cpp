@@ -37,11 +37,18 @@ constexpr std::array<std::string_view, 27> kEffectfulPrefixes = {"rand",
                                                                  "isend",
                                                                  "irecv"};
 // Matched anywhere in the op name.
-constexpr std::array<std::string_view, 11> kEffectfulParts = {
-    "philox",       "seed",          "rng",
-    "with_effects", "record_stream", "_local_scalar_dense",
-    "all_reduce",   "all_gather",    "reduce_scatter",
-    "all_to_all",   "wait_tensor"};
+constexpr std::array<std::string_view, 12> kEffectfulParts = {"random",
+                                                              "philox",
+                                                              "seed",
+                                                              "rng",
+                                                              "with_effects",
+                                                              "record_stream",
+                                                              "_local_scalar_dense",
+                                                              "all_reduce",
+                                                              "all_gather",
+                                                              "reduce_scatter",
+                                                              "all_to_all",
+                                                              "wait_tensor"};
 
 std::vector<std::string_view> split_dots(std::string_view op) {
   std::vector<std::string_view> parts;

@@ -90,8 +90,72 @@ INSTANTIATE_TEST_SUITE_P(
                  "differ in rank"},
         BadGraph{"missing_op", R"({"nodes":[{"name":"a"}]})", "\"op\""},
         BadGraph{"bad_attr", R"({"nodes":[{"name":"a","op":"f","attrs":{"k":{"x":1}}}]})",
-                 "attribute values"}),
+                 "attribute values"},
+        // Integers are int64: never wrapped, never read as doubles.
+        BadGraph{
+            "dim_beyond_uint64",
+            R"({"inputs":[{"name":"x","type":{"dtype":"f32","shape":[99999999999999999999]}}]})",
+            "99999999999999999999 at offset"},
+        BadGraph{
+            "stride_uint64_max",
+            R"({"inputs":[{"name":"x","type":{"dtype":"f32","shape":[2],"strides":[18446744073709551615]}}]})",
+            "outside the int64 range"},
+        BadGraph{
+            "stride_int64_max_plus_one",
+            R"({"inputs":[{"name":"x","type":{"dtype":"f32","shape":[2],"strides":[9223372036854775808]}}]})",
+            "outside the int64 range"},
+        BadGraph{"attr_beyond_int64",
+                 R"({"nodes":[{"name":"a","op":"f","attrs":{"k":9223372036854775808}}]})",
+                 "outside the int64 range"},
+        BadGraph{"attr_below_int64",
+                 R"({"nodes":[{"name":"a","op":"f","attrs":{"k":[1,-9223372036854775809]}}]})",
+                 "outside the int64 range"},
+        // nlohmann refuses a float beyond double range itself.
+        BadGraph{"attr_float_overflow", R"({"nodes":[{"name":"a","op":"f","attrs":{"k":1e400}}]})",
+                 "not valid JSON"},
+        BadGraph{"effectful_not_bool", R"({"nodes":[{"name":"a","op":"f","effectful":1}]})",
+                 "\"effectful\""}),
     [](const auto& p) { return std::string(p.param.name); });
+
+TEST(GraphJson, Int64EdgesAndNumbersInStringsAreAccepted) {
+  auto g = parse_graph_json(R"({"inputs":[{"name":"99999999999999999999","type":{"dtype":"f32",
+      "shape":[9223372036854775807],"strides":[-9223372036854775808]}}],
+      "nodes":[{"name":"a","op":"f","attrs":{"big":9223372036854775807,"esc":"\\\"99999999999999999999"}}]})");
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+  EXPECT_EQ(g->nodes()[0].outputs[0].shape[0], Dim::fixed(INT64_MAX));
+  EXPECT_EQ(g->nodes()[0].outputs[0].strides[0], Dim::fixed(INT64_MIN));
+}
+
+TEST(GraphJson, FloatAttributesStayFloatsAndExact) {
+  auto one = parse_graph_json(R"({"nodes":[{"name":"a","op":"f","attrs":{"k":1.0}}]})");
+  auto one_int = parse_graph_json(R"({"nodes":[{"name":"a","op":"f","attrs":{"k":1}}]})");
+  auto tiny =
+      parse_graph_json(R"({"nodes":[{"name":"a","op":"f","attrs":{"k":1.0000000000000002}}]})");
+  ASSERT_TRUE(one && one_int && tiny);
+  EXPECT_TRUE(std::holds_alternative<double>(one->nodes()[0].attrs.at("k").value));
+  EXPECT_NE(digest_graph(*one).root, digest_graph(*one_int).root);
+  EXPECT_NE(digest_graph(*one).root, digest_graph(*tiny).root);
+  auto again = parse_graph_json(graph_to_json(*tiny));
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(digest_graph(*tiny).root, digest_graph(*again).root);
+}
+
+TEST(GraphJson, EffectfulFlagRoundTrips) {
+  constexpr const char* kText = R"({"inputs":[{"name":"x","type":{"dtype":"f32","shape":[4]}}],
+    "nodes":[{"name":"a","op":"mylib.sample","inputs":["x"],"effectful":true,
+              "outputs":[{"dtype":"f32","shape":[4]}]},
+             {"name":"b","op":"mylib.sample","inputs":["x"],"effectful":false,
+              "outputs":[{"dtype":"f32","shape":[4]}]}],
+    "outputs":["a","b"]})";
+  auto g = parse_graph_json(kText);
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+  EXPECT_TRUE(g->nodes()[1].effectful);
+  EXPECT_FALSE(g->nodes()[2].effectful);
+  auto again = parse_graph_json(graph_to_json(*g));
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_TRUE(again->nodes()[1].effectful);
+  EXPECT_EQ(digest_graph(*g).root, digest_graph(*again).root);
+}
 
 TEST(GraphJson, DeepChainDoesNotOverflowTheStack) {
   std::string text = R"({"inputs":[{"name":"n0","type":{"dtype":"f32","shape":[1]}}],"nodes":[)";

@@ -39,7 +39,7 @@ struct Node {
 //     (incl. native_dropout, feature/alpha variants), normal*, uniform*,
 //     multinomial, exponential, geometric, cauchy, log_normal, poisson,
 //     binomial, rrelu*, _standard_gamma, _sample_dirichlet, anything with
-//     "philox", "seed" or "rng" in its name;
+//     "random", "philox", "seed" or "rng" in its name;
 //   - uninitialized memory: empty, empty_like, empty_strided, new_empty*;
 //   - in place: a name ending in a single '_' (add_, copy_, index_put_) or
 //     written __iop__ (__iadd__), and the out= overload ("aten.add.out");
