@@ -148,7 +148,10 @@ int main(int argc, char** argv) {
       if (attrs.count("approximate")) {
         attrs["approximate"] = "none";
       }
-      (void)changed.add_node(node.name, node.op, node.inputs, node.outputs, attrs);
+      const auto id = changed.add_node(node.name, node.op, node.inputs, node.outputs, attrs);
+      if (id && node.effectful) {
+        (void)changed.mark_effectful(*id);
+      }
     }
     for (const cachekey::ValueRef& out : keyed[0].graph.outputs()) {
       (void)changed.add_output(out);

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 namespace kcache::cachekey {
 namespace {
 
@@ -258,6 +260,50 @@ TEST(GuardSets, DigestOfEquivalentSetsIsEqual) {
   auto b = normalize_guards(std::vector<std::string>{"2<=s0<=4096 and 1==x.stride(1)"}, names);
   ASSERT_TRUE(a && b);
   EXPECT_EQ(guards_digest(*a), guards_digest(*b));
+}
+
+// A random expression over the whole grammar, parenthesized everywhere so the
+// parser, not the generator, decides the tree.
+std::string random_expr(std::mt19937& rng, int depth) {
+  auto pick = [&](std::initializer_list<const char*> items) {
+    return std::string(items.begin()[rng() % items.size()]);
+  };
+  if (depth == 0 || rng() % 4 == 0) {
+    return pick({"s0", "s1", "x", "7", "0.5", "2e3", "True", "'a'", "x.size(0)", "x.size()[1]"});
+  }
+  const auto sub = [&] { return random_expr(rng, depth - 1); };
+  switch (rng() % 6) {
+  case 0:
+    return pick({"-", "+", "not ", "!"}) + "(" + sub() + ")";
+  case 1:
+    return sub() + pick({" + ", " - ", " * ", " / ", " // ", " % ", " ** "}) + sub();
+  case 2:
+    return sub() + pick({" < ", " > ", " <= ", " >= ", " == ", " != "}) + sub();
+  case 3:
+    return sub() + pick({" and ", " or ", " && ", " || "}) + sub();
+  case 4:
+    return pick({"Max", "Mod", "f"}) + "(" + sub() + ", " + sub() + ")";
+  default:
+    return "(" + sub() + ")";
+  }
+}
+
+TEST(GuardRendering, CanonicalFormIsAFixedPoint) {
+  // Rendering must read back as the same tree: normalizing twice changes nothing.
+  std::mt19937 rng(12345);
+  int checked = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const std::string g = random_expr(rng, 5);
+    auto once = normalize_guard(g);
+    if (!once) {
+      continue; // e.g. "!" before a bare comparison
+    }
+    ++checked;
+    auto twice = normalize_guard(*once);
+    ASSERT_TRUE(twice.has_value()) << g << " -> " << *once << ": " << twice.error().message;
+    EXPECT_EQ(*once, *twice) << g;
+  }
+  EXPECT_GT(checked, 2000);
 }
 
 } // namespace
