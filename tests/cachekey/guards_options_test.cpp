@@ -44,7 +44,7 @@ TEST(Guards, Errors) {
   EXPECT_FALSE(normalize_guard("s0 == 2)").has_value());
 }
 
-TEST(Options, DropsPathAndDiagnosticFlags) {
+TEST(Options, DropsDiagnosticsAndOutputPathsKeepsIncludePaths) {
   const std::vector<std::string> flags = {"-O3",
                                           "-I",
                                           "/a",
@@ -60,9 +60,11 @@ TEST(Options, DropsPathAndDiagnosticFlags) {
                                           "-Wl,--as-needed",
                                           "--use_fast_math",
                                           "-DZ=2"};
+  // Include paths stay: a client key cannot know what they hold.
   EXPECT_EQ(
       normalize_options(flags),
-      (std::vector<std::string>{"-O3", "-Wl,--as-needed", "--use_fast_math", "-DA", "-DZ=2"}));
+      (std::vector<std::string>{"-O3", "--include-path=/a", "--include-path=/b", "-isystem=/c",
+                                "-Wl,--as-needed", "--use_fast_math", "-DA=1", "-DZ=2"}));
 }
 
 TEST(Options, OrderOfOtherFlagsMatters) {

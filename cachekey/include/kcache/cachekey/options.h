@@ -1,14 +1,12 @@
 #pragma once
-// Compile option normalization. Only flags that can change the produced binary
-// reach the key:
-//   - diagnostics-only flags are dropped (-W*, -w, -v, --verbose, -ferror-limit=,
-//     -fdiagnostics-*, -fcolor-diagnostics, -Werror, --time=...);
-//   - path-only flags are dropped (-I/-isystem/-L paths, -o, -MF/-MD/-MT,
-//     --keep-dir, -fdebug-prefix-map=): the *contents* those paths provide are
-//     hashed as sources, never where they live;
-//   - defines (-DNAME[=V]) are sorted by name, the last definition winning;
-//   - every other flag keeps its relative order.
+// Compile options as the key sees them: parsed per compiler family with their
+// arguments (compiler_flags.h), in canonical spelling, with -D/-U resolved to
+// the final macro table. Only what cannot change a successful output is left
+// out: diagnostics (-W..., -w), dependency files (-MD, -MF x) and the output
+// path (-o x). Everything else keeps its relative order; a flag the family's
+// table does not know is kept verbatim with its argument, never dropped.
 
+#include <kcache/cachekey/compiler_flags.h>
 #include <kcache/cachekey/sha256.h>
 
 #include <span>
@@ -17,7 +15,12 @@
 
 namespace kcache::cachekey {
 
+// Flags of any compiler, as a client hashes them into its own key. Never fails.
 std::vector<std::string> normalize_options(std::span<const std::string> flags);
+// Flags of one family; unknown flags are an error for kNvrtc and kClang.
+tl::expected<std::vector<std::string>, FlagError>
+normalize_options(FlagFamily family, std::span<const std::string> flags);
+
 Digest options_digest(std::span<const std::string> normalized_flags);
 
 } // namespace kcache::cachekey
