@@ -22,7 +22,11 @@ namespace {
 
 std::string cut(std::string s, std::size_t n) {
   if (s.size() > n) {
-    s = s.substr(0, n - 3) + "...";
+    std::size_t end = n - 3;
+    while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) {
+      --end; // not inside a UTF-8 character (logs and diagnostics are UTF-8)
+    }
+    s = s.substr(0, end) + "...";
   }
   return s;
 }
@@ -64,7 +68,9 @@ void print_jobs_table(const json& jobs) {
            finished ? millis(j.value("compile_ms", 0LL)) : "-",
            finished ? cachekey::format_size(j.value("output_size", 0ULL)) : "-",
            std::to_string(j.value("submissions", 1)),
-           j.contains("error") ? cut(j["error"].value("message", ""), 48) : ""});
+           j.contains("error")
+               ? cut(j["error"].value("code", "") + ": " + j["error"].value("message", ""), 72)
+               : ""});
   }
   std::cout << t.render();
 }

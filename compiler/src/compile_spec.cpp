@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <optional>
 
 namespace kcache::compiler {
 
@@ -106,10 +107,33 @@ tl::expected<CompileSpec, std::string> spec_from_json(std::string_view text) {
   }
 }
 
+namespace {
+
+// The options as the key sees them: the backend's family, canonical, without
+// diagnostics. A spec that did not go through prepare_spec() and does not
+// parse is keyed verbatim: never a false hit, at worst a needless miss.
+void write_options(cachekey::CanonicalWriter& w, const CompileSpec& spec) {
+  std::optional<cachekey::FlagFamily> family;
+  if (spec.backend == Backend::kCuda) {
+    family = cachekey::FlagFamily::kNvrtc;
+  } else if (spec.backend == Backend::kCpp) {
+    family = cachekey::FlagFamily::kClang;
+  }
+  if (family) {
+    if (auto normalized = cachekey::normalize_options(*family, spec.options)) {
+      w.str("parsed").digest(cachekey::options_digest(*normalized));
+      return;
+    }
+  }
+  w.str("verbatim").digest(cachekey::options_digest(spec.options));
+}
+
+} // namespace
+
 cachekey::Digest compile_key(const CompileSpec& spec,
                              const cachekey::ToolchainFingerprint& toolchain) {
   cachekey::CanonicalWriter w;
-  w.tag("kcache-compile")
+  w.tag(kCompileKeySchema)
       .str(backend_name(spec.backend))
       .str(spec.source.name)
       .str(spec.source.text);
@@ -121,8 +145,15 @@ cachekey::Digest compile_key(const CompileSpec& spec,
   for (const std::string& e : spec.name_expressions) {
     w.str(e);
   }
-  w.digest(cachekey::options_digest(cachekey::normalize_options(spec.options)));
+  write_options(w, spec);
   w.str(spec.target).str(output_name(spec.output)).digest(toolchain.digest());
+  return w.sha256();
+}
+
+cachekey::Digest spec_digest(const CompileSpec& spec,
+                             const cachekey::ToolchainFingerprint& toolchain) {
+  cachekey::CanonicalWriter w;
+  w.tag("kcache-spec/1").str(spec_to_json(spec)).digest(toolchain.digest());
   return w.sha256();
 }
 

@@ -2,6 +2,9 @@
 
 #include "llvm_backend.h"
 #include "shared_object_linker.h"
+#include "toolchain_identity.h"
+
+#include <kcache/compiler/spec_check.h>
 
 #include <clang/Basic/Diagnostic.h>
 #include <clang/Basic/DiagnosticOptions.h>
@@ -19,6 +22,7 @@
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/X86TargetParser.h>
 
 #include <algorithm>
 
@@ -38,9 +42,37 @@ bool is_codegen_option(const std::string& opt) {
 
 } // namespace
 
+namespace {
+
+// What clang can read outside the spec: its resource headers, libstdc++ and
+// glibc. Digested in the fingerprint, so a header upgrade changes every key.
+std::vector<std::string> system_include_dirs() {
+  return {clang::driver::Driver::GetResourcesPath(kClangBinary) + "/include", "/usr/include",
+          "/usr/local/include"};
+}
+
+// The CPU names -march takes on x86-64, for targets refused at submit.
+std::string x86_cpu_names() {
+  llvm::SmallVector<llvm::StringRef, 128> names;
+  llvm::X86::fillValidCPUArchList(names, /*Only64Bit=*/true);
+  std::string out;
+  for (llvm::StringRef name : names) {
+    out += (out.empty() ? "" : " ") + name.str();
+  }
+  return out;
+}
+
+} // namespace
+
 cachekey::ToolchainFingerprint CppBackend::toolchain() const {
   cachekey::ToolchainFingerprint fp;
   fp.add("clang", CLANG_VERSION_STRING)
+      .add("clang-library", library_identity(reinterpret_cast<const void*>(
+                                static_cast<std::string (*)()>(&clang::getClangFullVersion))))
+      .add("llvm-library",
+           library_identity(reinterpret_cast<const void*>(&llvm::sys::getHostCPUName)))
+      .add("system-include", tree_digest(system_include_dirs()))
+      .add(std::string(kTargetsComponent), x86_cpu_names())
       .add("lld", lld_version())
       .add("kcache", std::string(cachekey::kKcacheCodegenVersion));
   return fp;

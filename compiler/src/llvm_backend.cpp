@@ -1,6 +1,10 @@
 #include "llvm_backend.h"
 
+#include "entry_points.h"
 #include "shared_object_linker.h"
+#include "toolchain_identity.h"
+
+#include <kcache/compiler/diagnostics.h>
 
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
@@ -20,6 +24,7 @@
 #include <llvm/Target/TargetOptions.h>
 #include <llvm/TargetParser/Host.h>
 
+#include <algorithm>
 #include <mutex>
 
 namespace kcache::compiler {
@@ -80,6 +85,8 @@ tl::expected<CodegenOptions, CompileError> parse_options(const std::vector<std::
 cachekey::ToolchainFingerprint LlvmBackend::toolchain() const {
   cachekey::ToolchainFingerprint fp;
   fp.add("llvm", LLVM_VERSION_STRING)
+      .add("llvm-library",
+           library_identity(reinterpret_cast<const void*>(&llvm::sys::getHostCPUName)))
       .add("lld", lld_version())
       .add("kcache", std::string(cachekey::kKcacheCodegenVersion));
   return fp;
@@ -143,6 +150,14 @@ CompileOutcome emit_module(llvm::Module& module, const CompileSpec& spec,
                                        ? builder.buildO0DefaultPipeline(options->level)
                                        : builder.buildPerModuleDefaultPipeline(options->level);
   passes.run(module, mam);
+  // After the pipeline: what is left is what the object will define.
+  if (!ptx && std::none_of(module.begin(), module.end(), [](const llvm::Function& f) {
+        return !f.isDeclaration() && !f.hasLocalLinkage() && !f.hasAvailableExternallyLinkage();
+      })) {
+    CompileError empty = no_entry_points("the module defines no global function");
+    empty.log = std::move(log);
+    return tl::unexpected(std::move(empty));
+  }
 
   llvm::SmallVector<char, 0> buffer;
   llvm::raw_svector_ostream out(buffer);
@@ -157,6 +172,10 @@ CompileOutcome emit_module(llvm::Module& module, const CompileSpec& spec,
   CompileResult result;
   result.kind = spec.output;
   result.binary.assign(buffer.begin(), buffer.end());
+  if (auto empty = check_entry_points(spec.output, result.binary)) {
+    empty->log = std::move(log);
+    return tl::unexpected(std::move(*empty));
+  }
   if (shared) {
     auto linked = link_shared_object(result.binary);
     if (!linked) {
@@ -186,14 +205,17 @@ CompileOutcome LlvmBackend::compile(const CompileSpec& spec) const {
     std::string log;
     llvm::raw_string_ostream os(log);
     diagnostic.print(spec.source.name.c_str(), os, /*ShowColors=*/false);
-    return tl::unexpected(
-        CompileError{CompileError::Code::kCompileFailed, "LLVM IR does not parse", os.str()});
+    return tl::unexpected(tidy_error(
+        CompileError{CompileError::Code::kCompileFailed, "LLVM IR does not parse", os.str()}));
   }
   std::string verify_log;
   llvm::raw_string_ostream verify_os(verify_log);
   if (llvm::verifyModule(*module, &verify_os)) {
-    return tl::unexpected(
-        CompileError{CompileError::Code::kCompileFailed, "LLVM IR is invalid", verify_os.str()});
+    // The verifier's lines carry no "error:"; its first one says what is wrong.
+    verify_os.flush();
+    const std::string first = verify_log.substr(0, verify_log.find('\n'));
+    return tl::unexpected(tidy_error(CompileError{CompileError::Code::kCompileFailed,
+                                                  "LLVM IR is invalid: " + first, verify_log}));
   }
   return emit_module(*module, spec, start, {});
 }

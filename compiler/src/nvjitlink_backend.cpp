@@ -1,6 +1,9 @@
 #include "nvjitlink_backend.h"
 
+#include "entry_points.h"
+
 #include <kcache/compiler/cubin.h>
+#include <kcache/compiler/diagnostics.h>
 
 #include <nvJitLink.h>
 
@@ -36,7 +39,7 @@ public:
       nvJitLinkGetInfoLog(handle_, log.data());
       out += log.substr(0, size - 1);
     }
-    return out;
+    return clean_log(out);
   }
 
 private:
@@ -81,8 +84,8 @@ CompileOutcome NvJitLinkBackend::compile(const CompileSpec& spec) const {
   if (nvJitLinkAddData(linker.get(), NVJITLINK_INPUT_PTX, spec.source.text.data(),
                        spec.source.text.size(), spec.source.name.c_str()) != NVJITLINK_SUCCESS ||
       nvJitLinkComplete(linker.get()) != NVJITLINK_SUCCESS) {
-    return tl::unexpected(CompileError{CompileError::Code::kCompileFailed,
-                                       "nvJitLink could not link the PTX", linker.logs()});
+    return tl::unexpected(tidy_error(CompileError{
+        CompileError::Code::kCompileFailed, "nvJitLink could not link the PTX", linker.logs()}));
   }
   CompileResult result;
   result.kind = OutputKind::kCubin;
@@ -102,6 +105,10 @@ CompileOutcome NvJitLinkBackend::compile(const CompileSpec& spec) const {
     return tl::unexpected(CompileError{CompileError::Code::kInternal,
                                        "nvJitLink returned a CUBIN that is not for " + spec.target,
                                        {}});
+  }
+  if (auto empty = check_entry_points(OutputKind::kCubin, result.binary)) {
+    empty->log = std::move(result.log);
+    return tl::unexpected(std::move(*empty));
   }
   result.duration = std::chrono::duration_cast<std::chrono::microseconds>(
       std::chrono::steady_clock::now() - start);

@@ -1,10 +1,17 @@
 #include "nvrtc_backend.h"
 
+#include "entry_points.h"
+#include "toolchain_identity.h"
+
 #include <kcache/compiler/cubin.h>
+#include <kcache/compiler/diagnostics.h>
+#include <kcache/compiler/spec_check.h>
 
 #include <nvrtc.h>
 
+#include <filesystem>
 #include <memory>
+#include <vector>
 
 namespace kcache::compiler {
 namespace {
@@ -14,9 +21,11 @@ struct ProgramDeleter {
 };
 using Program = std::unique_ptr<std::remove_pointer_t<nvrtcProgram>, ProgramDeleter>;
 
+// The log's first diagnostic, if any, then "(<what>: NVRTC_ERROR_...)".
 CompileError nvrtc_error(CompileError::Code code, std::string_view what, nvrtcResult r,
                          std::string log = {}) {
-  return CompileError{code, std::string(what) + ": " + nvrtcGetErrorString(r), std::move(log)};
+  return tidy_error(
+      CompileError{code, std::string(what) + ": " + nvrtcGetErrorString(r), std::move(log)});
 }
 
 std::string program_log(nvrtcProgram prog) {
@@ -26,8 +35,64 @@ std::string program_log(nvrtcProgram prog) {
   }
   std::string log(size, '\0');
   nvrtcGetProgramLog(prog, log.data());
-  log.resize(size - 1); // drop the terminating NUL
-  return log;
+  // The size counts the terminating NUL, and a ptxas failure's log can hold
+  // more: the log is cleaned to valid UTF-8 without NULs.
+  return clean_log(log);
+}
+
+} // namespace
+
+namespace {
+
+// The CUDA Toolkit this NVRTC belongs to: <root>/lib/libnvrtc.so -> <root>.
+std::filesystem::path toolkit_root() {
+  const std::string lib = library_path(reinterpret_cast<const void*>(&nvrtcVersion));
+  return lib.empty() ? std::filesystem::path()
+                     : std::filesystem::path(lib).parent_path().parent_path();
+}
+
+// The toolkit's own headers (cuda_bf16.h, cooperative_groups, CCCL), found as
+// nvcc finds them: part of the toolchain, digested in its fingerprint, never
+// a user -I.
+std::vector<std::string> toolkit_include_dirs() {
+  const std::filesystem::path root = toolkit_root();
+  if (root.empty()) {
+    return {};
+  }
+  std::vector<std::string> dirs;
+  for (const auto& dir : {root / "include", root / "include" / "cccl"}) {
+    if (std::filesystem::is_directory(dir)) {
+      dirs.push_back(dir.string());
+    }
+  }
+  return dirs;
+}
+
+// Every target this NVRTC builds, as specs name them.
+std::string supported_targets() {
+  int count = 0;
+  if (nvrtcGetNumSupportedArchs(&count) != NVRTC_SUCCESS || count <= 0) {
+    return {};
+  }
+  std::vector<int> archs(static_cast<std::size_t>(count));
+  if (nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) {
+    return {};
+  }
+  std::string out;
+  for (int arch : archs) {
+    const std::string n = std::to_string(arch);
+    std::vector<std::string> suffixes = {""};
+    if (arch >= 90) {
+      suffixes.push_back("a"); // arch-specific features (wgmma, setmaxnreg)
+    }
+    if (arch >= 100) {
+      suffixes.push_back("f"); // family-portable
+    }
+    for (const std::string& suffix : suffixes) {
+      out += (out.empty() ? "" : " ") + ("sm_" + n + suffix) + " " + ("compute_" + n + suffix);
+    }
+  }
+  return out;
 }
 
 } // namespace
@@ -35,8 +100,18 @@ std::string program_log(nvrtcProgram prog) {
 cachekey::ToolchainFingerprint NvrtcBackend::toolchain() const {
   int major = 0, minor = 0;
   nvrtcVersion(&major, &minor);
+  const std::string library = library_path(reinterpret_cast<const void*>(&nvrtcVersion));
+  const std::filesystem::path lib_dir = std::filesystem::path(library).parent_path();
+  const std::string builtins =
+      (lib_dir / ("libnvrtc-builtins.so." + std::to_string(major) + "." + std::to_string(minor)))
+          .string();
+  const std::vector<std::string> includes = toolkit_include_dirs();
   cachekey::ToolchainFingerprint fp;
   fp.add("nvrtc", std::to_string(major) + "." + std::to_string(minor))
+      .add("nvrtc-library", file_identity(library))
+      .add("nvrtc-builtins", file_identity(builtins))
+      .add("cuda-include", tree_digest(includes))
+      .add(std::string(kTargetsComponent), supported_targets())
       .add("kcache", std::string(cachekey::kKcacheCodegenVersion));
   return fp;
 }
@@ -87,6 +162,9 @@ CompileOutcome NvrtcBackend::compile(const CompileSpec& spec) const {
     }
   }
   std::vector<std::string> options = {"--gpu-architecture=" + arch, "-default-device"};
+  for (const std::string& dir : toolkit_include_dirs()) {
+    options.push_back("--include-path=" + dir);
+  }
   options.insert(options.end(), spec.options.begin(), spec.options.end());
   std::vector<const char*> option_ptrs;
   option_ptrs.reserve(options.size());
@@ -97,8 +175,8 @@ CompileOutcome NvrtcBackend::compile(const CompileSpec& spec) const {
       nvrtcCompileProgram(prog.get(), static_cast<int>(option_ptrs.size()), option_ptrs.data());
   std::string log = program_log(prog.get());
   if (compiled != NVRTC_SUCCESS) {
-    return tl::unexpected(
-        nvrtc_error(CompileError::Code::kCompileFailed, "NVRTC compile", compiled, std::move(log)));
+    return tl::unexpected(nvrtc_error(CompileError::Code::kCompileFailed, "NVRTC compile failed",
+                                      compiled, std::move(log)));
   }
 
   CompileResult result;
@@ -118,11 +196,17 @@ CompileOutcome NvrtcBackend::compile(const CompileSpec& spec) const {
   if (!want_cubin && !result.binary.empty() && result.binary.back() == '\0') {
     result.binary.pop_back(); // PTX comes NUL-terminated
   }
+  // Every name expression the spec asks for must come back lowered: a
+  // caller would otherwise look up a kernel the artifact does not name.
   for (const std::string& expr : spec.name_expressions) {
     const char* lowered = nullptr;
-    if (nvrtcGetLoweredName(prog.get(), expr.c_str(), &lowered) == NVRTC_SUCCESS && lowered) {
-      result.lowered_names[expr] = lowered;
+    const nvrtcResult r = nvrtcGetLoweredName(prog.get(), expr.c_str(), &lowered);
+    if (r != NVRTC_SUCCESS || lowered == nullptr || *lowered == '\0') {
+      return tl::unexpected(nvrtc_error(CompileError::Code::kInvalidSpec,
+                                        "name expression '" + expr + "' has no lowered name", r,
+                                        result.log));
     }
+    result.lowered_names[expr] = lowered;
   }
   if (want_cubin) {
     const auto info = inspect_cubin(result.binary);
@@ -131,6 +215,10 @@ CompileOutcome NvrtcBackend::compile(const CompileSpec& spec) const {
                                          "NVRTC returned a CUBIN that is not for " + spec.target,
                                          {}});
     }
+  }
+  if (auto empty = check_entry_points(spec.output, result.binary)) {
+    empty->log = std::move(result.log);
+    return tl::unexpected(std::move(*empty));
   }
   result.duration = std::chrono::duration_cast<std::chrono::microseconds>(
       std::chrono::steady_clock::now() - start);

@@ -7,10 +7,15 @@
 
 #include <kcache/compiler/backends.h>
 #include <kcache/compiler/bench_protocol.h>
+#include <kcache/compiler/diagnostics.h>
 #include <kcache/compiler/gpu_bench.h>
+#include <kcache/compiler/spec_check.h>
 #include <kcache/compiler/worker_protocol.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <iterator>
 #include <new>
@@ -30,6 +35,31 @@ int print_toolchains() {
   std::cout << encode_toolchains(toolchains) << "\n";
   return std::cout.flush() ? 0 : 1;
 }
+
+// Makes a fresh empty directory the working directory for this process's
+// life, and removes it at exit (lld links in a temporary directory of its own).
+class EmptyWorkingDirectory {
+public:
+  EmptyWorkingDirectory() {
+    std::error_code ec;
+    std::string pattern =
+        (std::filesystem::temp_directory_path(ec) / "kcache-worker-XXXXXX").string();
+    if (!ec && ::mkdtemp(pattern.data()) != nullptr && ::chdir(pattern.c_str()) == 0) {
+      path_ = pattern;
+    }
+  }
+  ~EmptyWorkingDirectory() {
+    if (!path_.empty() && ::chdir("/") == 0) {
+      std::error_code ec;
+      std::filesystem::remove_all(path_, ec);
+    }
+  }
+  EmptyWorkingDirectory(const EmptyWorkingDirectory&) = delete;
+  EmptyWorkingDirectory& operator=(const EmptyWorkingDirectory&) = delete;
+
+private:
+  std::string path_;
+};
 
 // `kcache-worker --bench`: benchmarks autotune variants (bench_protocol.h).
 int run_bench(const std::string& input) {
@@ -54,11 +84,16 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::string_view(argv[1]) == "--toolchains") {
     return print_toolchains();
   }
+  if (argc == 2 && std::string_view(argv[1]) == "--host-target") {
+    std::cout << encode_host_target(detect_host_target()) << "\n";
+    return std::cout.flush() ? 0 : 1;
+  }
   const bool bench = argc == 2 && std::string_view(argv[1]) == "--bench";
   if (argc != 1 && !bench) {
-    std::cerr << "usage: kcache-worker [--toolchains | --bench] < request > outcome\n"
-                 "  Compiles one CompileSpec read from stdin (run by kcached), or with\n"
-                 "  --bench benchmarks autotune variants (bench_protocol.h).\n";
+    std::cerr
+        << "usage: kcache-worker [--toolchains | --host-target | --bench] < request > outcome\n"
+           "  Compiles one CompileSpec read from stdin (run by kcached), or with\n"
+           "  --bench benchmarks autotune variants (bench_protocol.h).\n";
     return 2;
   }
   const std::string input((std::istreambuf_iterator<char>(std::cin)),
@@ -66,23 +101,36 @@ int main(int argc, char** argv) {
   if (bench) {
     return run_bench(input);
   }
+  // Compilers resolve relative names against the working directory (NVRTC
+  // searches the source's directory): an empty one of our own holds nothing.
+  const EmptyWorkingDirectory scratch;
   kcache::cachekey::ToolchainFingerprint toolchain;
   CompileOutcome outcome = tl::unexpected(CompileError{});
-  auto spec = spec_from_json(input);
+  // The worker checks the spec again: it is what reads files, whoever sent it.
+  auto spec = spec_from_json(input).and_then([](const CompileSpec& s) { return prepare_spec(s); });
   if (!spec) {
     outcome = tl::unexpected(CompileError{CompileError::Code::kInvalidSpec, spec.error(), {}});
   } else if (auto backend = make_backend(spec->backend); !backend) {
     outcome = tl::unexpected(backend.error());
   } else {
-    toolchain = (*backend)->toolchain();
+    // No fingerprint here: it walks the system include directories, and
+    // kcached records the fingerprint it keyed the compile with.
     try {
       outcome = (*backend)->compile(*spec);
     } catch (const std::bad_alloc&) {
-      // Under RLIMIT_AS an allocation fails before the kernel kills us.
-      outcome = tl::unexpected(CompileError{CompileError::Code::kCompileFailed,
-                                            "the compiler ran out of memory (worker memory limit)",
+      // Under RLIMIT_AS an allocation fails before the kernel kills us; the
+      // runner adds the limit, peak RSS and times.
+      outcome = tl::unexpected(CompileError{CompileError::Code::kResourceLimit,
+                                            "the compiler ran out of memory (std::bad_alloc)",
                                             {}});
     }
+  }
+  // Logs leave the worker as valid UTF-8 without NULs, and a failure's
+  // message names the first diagnostic.
+  if (outcome) {
+    outcome->log = clean_log(outcome->log);
+  } else {
+    outcome = tl::unexpected(tidy_error(std::move(outcome.error())));
   }
   const std::string reply = encode_worker_outcome(outcome, toolchain);
   std::fwrite(reply.data(), 1, reply.size(), stdout);

@@ -12,12 +12,13 @@ using nlohmann::json;
 namespace wire = cachekey::wire;
 
 namespace {
-constexpr std::array<std::pair<CompileError::Code, std::string_view>, 5> kCodes = {
+constexpr std::array<std::pair<CompileError::Code, std::string_view>, 6> kCodes = {
     {{CompileError::Code::kInvalidSpec, "invalid-spec"},
      {CompileError::Code::kCompileFailed, "compile-failed"},
      {CompileError::Code::kUnavailable, "unavailable"},
      {CompileError::Code::kInternal, "internal"},
-     {CompileError::Code::kCancelled, "cancelled"}}};
+     {CompileError::Code::kCancelled, "cancelled"},
+     {CompileError::Code::kResourceLimit, "resource-limit"}}};
 } // namespace
 
 std::string_view error_code_name(CompileError::Code code) {
@@ -102,6 +103,20 @@ std::string encode_toolchains(const Toolchains& toolchains) {
     out[std::string(backend_name(backend))] = fingerprint.components();
   }
   return cachekey::json_text(out);
+}
+
+std::string encode_host_target(const HostTarget& host) {
+  return json{{"cpu", host.cpu}, {"features", host.features}}.dump();
+}
+
+tl::expected<HostTarget, std::string> decode_host_target(std::string_view text) {
+  const json in = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!in.is_object() || !in.contains("cpu") || !in["cpu"].is_string() ||
+      !in.contains("features") || !in["features"].is_string() ||
+      in["cpu"].get<std::string>().empty()) {
+    return tl::unexpected(std::string("host target is not {\"cpu\": ..., \"features\": ...}"));
+  }
+  return HostTarget{in["cpu"].get<std::string>(), in["features"].get<std::string>()};
 }
 
 tl::expected<Toolchains, std::string> decode_toolchains(std::string_view text) {

@@ -1,3 +1,4 @@
+#include <kcache/compiler/diagnostics.h>
 #include <kcache/compiler/worker_runner.h>
 
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -68,14 +70,26 @@ bool make_input_channel(Pipe& p) {
   return true;
 }
 
-WorkerOutcome failure(std::string message, std::string log = {}) {
-  return WorkerOutcome{tl::unexpected(CompileError{CompileError::Code::kCompileFailed,
-                                                   std::move(message), std::move(log)}),
-                       {}};
+WorkerOutcome failure(CompileError::Code code, std::string message, std::string log = {}) {
+  return WorkerOutcome{tl::unexpected(CompileError{code, std::move(message), std::move(log)}), {}};
 }
 
-std::string tail(const std::string& s, std::size_t n = 4000) {
-  return s.size() <= n ? s : "..." + s.substr(s.size() - n);
+// What the runner holds of a worker's stderr, and what of it a job's log keeps.
+constexpr std::size_t kMaxStderr = 1 << 20;
+constexpr std::size_t kStderrTail = 4096;
+
+std::string tail(const std::string& s, std::size_t n = kStderrTail) {
+  return log_tail(clean_log(s), n);
+}
+
+std::string seconds_text(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f s", s);
+  return text;
+}
+
+std::string mib(std::uint64_t bytes) {
+  return std::to_string(bytes >> 20) + " MiB";
 }
 
 } // namespace
@@ -86,6 +100,8 @@ struct WorkerRunner::Exchange {
   std::string reply, errors;
   int status = 0;
   std::uint64_t peak_rss = 0;
+  double cpu_seconds = 0;    // user + system
+  Clock::duration elapsed{}; // fork to reaped
   bool timed_out = false;
   bool cancelled = false;
 };
@@ -114,6 +130,7 @@ WorkerRunner::Exchange WorkerRunner::exchange(const std::vector<std::string>& ar
   }
   argv.push_back(nullptr);
 
+  const auto started = Clock::now();
   const pid_t pid = ::fork();
   if (pid < 0) {
     x.start_error = std::string("fork: ") + std::strerror(errno);
@@ -144,7 +161,13 @@ WorkerRunner::Exchange WorkerRunner::exchange(const std::vector<std::string>& ar
 
   // Feed the input and drain both outputs together: either side may block.
   std::size_t written = 0;
-  const auto deadline = Clock::now() + limits_.wall_clock;
+  // Queries (--toolchains, --host-target: no memory limit) get at least two
+  // minutes whatever a job's limit: the fingerprint walks the include trees.
+  const auto wall_clock =
+      limit_memory
+          ? limits_.wall_clock
+          : std::max<std::chrono::milliseconds>(limits_.wall_clock, std::chrono::minutes(2));
+  const auto deadline = Clock::now() + wall_clock;
   while (out.read.get() >= 0 || err.read.get() >= 0) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -183,6 +206,9 @@ WorkerRunner::Exchange WorkerRunner::exchange(const std::vector<std::string>& ar
         const ssize_t n = ::read(fd->get(), buffer, sizeof buffer);
         if (n > 0) {
           sink->append(buffer, static_cast<std::size_t>(n));
+          if (sink == &x.errors && x.errors.size() > kMaxStderr) {
+            x.errors.erase(0, x.errors.size() - kMaxStderr / 2); // a runaway writer
+          }
         } else if (n == 0 || errno != EAGAIN) {
           fd->reset();
         }
@@ -195,61 +221,126 @@ WorkerRunner::Exchange WorkerRunner::exchange(const std::vector<std::string>& ar
   rusage usage{};
   while (::wait4(pid, &x.status, 0, &usage) < 0 && errno == EINTR) {
   }
+  x.elapsed = Clock::now() - started;
   x.peak_rss = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
+  x.cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                  static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
   return x;
+}
+
+// Which limit ended a compile, if one did. Under RLIMIT_AS an allocation
+// fails: the compiler says so on stderr (ptxas "Memory allocation failure",
+// "LLVM ERROR: out of memory"), throws std::bad_alloc (the worker answers
+// kResourceLimit), or dies by a signal with its peak RSS near the limit.
+std::optional<WorkerRunner::Limit> WorkerRunner::limit_hit(const Exchange& x,
+                                                           const CompileOutcome* reply) const {
+  if (x.timed_out) {
+    return Limit::kWallClock;
+  }
+  if (WIFSIGNALED(x.status)) {
+    // Past the soft RLIMIT_CPU comes SIGXCPU, past the hard one SIGKILL.
+    const int sig = WTERMSIG(x.status);
+    if (sig == SIGXCPU ||
+        (sig == SIGKILL && x.cpu_seconds >= static_cast<double>(limits_.cpu_time.count()))) {
+      return Limit::kCpuTime;
+    }
+  }
+  if (reply != nullptr && !*reply && reply->error().code == CompileError::Code::kResourceLimit) {
+    return Limit::kMemory;
+  }
+  const bool failed = reply == nullptr || !*reply;
+  const bool near_memory_limit = limits_.memory_bytes > 0 && x.peak_rss * 2 >= limits_.memory_bytes;
+  if (failed && (!out_of_memory_line(x.errors).empty() ||
+                 (reply == nullptr && WIFSIGNALED(x.status) && near_memory_limit))) {
+    return Limit::kMemory;
+  }
+  return std::nullopt;
+}
+
+CompileError WorkerRunner::limit_error(Limit limit, const Exchange& x, std::string_view why,
+                                       std::string log) const {
+  std::string message = "the compile hit the ";
+  switch (limit) {
+  case Limit::kMemory:
+    message += limits_.memory_bytes > 0
+                   ? "memory limit of " + mib(limits_.memory_bytes) + " (address space)"
+                   : "memory of this host (no worker memory limit is set)";
+    break;
+  case Limit::kCpuTime:
+    message += "CPU-time limit of " + std::to_string(limits_.cpu_time.count()) + " s";
+    break;
+  case Limit::kWallClock:
+    message +=
+        "wall-clock limit of " + std::to_string(limits_.wall_clock.count()) + " ms and was killed";
+    break;
+  }
+  message += " (peak RSS " + mib(x.peak_rss) + ", CPU " + seconds_text(x.cpu_seconds) + ", " +
+             seconds_text(std::chrono::duration<double>(x.elapsed).count()) + " elapsed";
+  if (WIFSIGNALED(x.status)) {
+    message += std::string(", ended by ") + ::strsignal(WTERMSIG(x.status));
+  }
+  message += ")";
+  if (!why.empty()) {
+    message += ": " + std::string(why);
+  }
+  return CompileError{CompileError::Code::kResourceLimit, std::move(message), clean_log(log)};
 }
 
 WorkerOutcome WorkerRunner::run(const CompileSpec& spec, const std::stop_token& stop) const {
   Exchange x = exchange({}, spec_to_json(spec), stop, /*limit_memory=*/true);
   if (!x.started) {
-    return WorkerOutcome{
-        tl::unexpected(CompileError{CompileError::Code::kInternal, x.start_error, {}}), {}};
+    return failure(CompileError::Code::kInternal, x.start_error);
+  }
+  if (x.cancelled) {
+    return failure(CompileError::Code::kCancelled, "the job was cancelled");
   }
   const int status = x.status;
-  const std::string& errors = x.errors;
-  if (x.cancelled) {
-    return WorkerOutcome{
-        tl::unexpected(CompileError{CompileError::Code::kCancelled, "the job was cancelled", {}}),
-        {}};
-  }
-  if (x.timed_out) {
-    return failure("compile exceeded the wall-clock limit of " +
-                       std::to_string(limits_.wall_clock.count()) + " ms and was killed",
-                   tail(errors));
+  const bool replied = !x.reply.empty() && !x.timed_out && WIFEXITED(status);
+  WorkerOutcome decoded =
+      replied ? decode_worker_outcome(x.reply) : failure(CompileError::Code::kInternal, "no reply");
+  if (const auto limit = limit_hit(x, replied ? &decoded.outcome : nullptr)) {
+    // The compiler's own log (e.g. "Ptx assembly aborted due to errors"), then
+    // the stderr that says why.
+    const CompileError* said = replied && !decoded.outcome ? &decoded.outcome.error() : nullptr;
+    std::string why = *limit == Limit::kMemory ? out_of_memory_line(x.errors) : std::string();
+    if (why.empty() && said != nullptr && said->code == CompileError::Code::kResourceLimit) {
+      why = said->message; // the worker caught std::bad_alloc
+    }
+    std::string log = said != nullptr ? said->log : std::string();
+    if (!x.errors.empty()) {
+      log += (log.empty() ? "" : "\n") + std::string("kcache-worker stderr:\n") + tail(x.errors);
+    }
+    decoded.outcome = tl::unexpected(limit_error(*limit, x, why, std::move(log)));
+    return decoded;
   }
   if (WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
-    // Under RLIMIT_AS an allocation fails and the compiler usually dies by a
-    // signal; a peak RSS near the limit says that is what happened.
-    const bool near_memory_limit =
-        limits_.memory_bytes > 0 && x.peak_rss * 2 >= limits_.memory_bytes;
-    std::string why;
-    if (sig == SIGXCPU) {
-      why = "exceeded the CPU-time limit of " + std::to_string(limits_.cpu_time.count()) + " s";
-    } else if (near_memory_limit) {
-      why = "hit the memory limit of " + std::to_string(limits_.memory_bytes >> 20) +
-            " MiB (peak RSS " + std::to_string(x.peak_rss >> 20) + " MiB, then " +
-            ::strsignal(sig) + ")";
-    } else {
-      why = std::string("crashed with signal ") + ::strsignal(sig);
-    }
-    return failure("kcache-worker " + why, tail(errors));
+    return failure(CompileError::Code::kCompileFailed,
+                   std::string("kcache-worker crashed with signal ") +
+                       ::strsignal(WTERMSIG(status)),
+                   tail(x.errors));
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && x.reply.empty()) {
-    return WorkerOutcome{tl::unexpected(CompileError{CompileError::Code::kUnavailable,
-                                                     "cannot run " + worker_binary_, tail(errors)}),
-                         {}};
+    return failure(CompileError::Code::kUnavailable, "cannot run " + worker_binary_,
+                   tail(x.errors));
   }
   if (x.reply.empty()) {
-    // A memory limit often ends in an abort inside the allocator; say so.
-    std::string message = "kcache-worker exited with status " +
-                          std::to_string(WEXITSTATUS(status)) + " without a reply";
-    if (limits_.memory_bytes > 0) {
-      message += " (memory limit " + std::to_string(limits_.memory_bytes >> 20) + " MiB?)";
-    }
-    return failure(std::move(message), tail(errors));
+    return failure(CompileError::Code::kCompileFailed,
+                   "kcache-worker exited with status " + std::to_string(WEXITSTATUS(status)) +
+                       " without a reply",
+                   tail(x.errors));
   }
-  return decode_worker_outcome(x.reply);
+  if (!decoded.outcome) {
+    // What the compiler printed past its log (a crash's last words, a
+    // toolkit warning) belongs with the error; the worker cleaned its log
+    // already, but a daemon does not trust its workers' bytes.
+    CompileError& e = decoded.outcome.error();
+    if (!x.errors.empty()) {
+      e.log +=
+          (e.log.empty() ? "" : "\n") + std::string("kcache-worker stderr:\n") + tail(x.errors);
+    }
+    e = tidy_error(std::move(e));
+  }
+  return decoded;
 }
 
 std::vector<BenchResult> WorkerRunner::bench(const BenchRequest& request,
@@ -320,6 +411,18 @@ tl::expected<Toolchains, std::string> WorkerRunner::toolchains() const {
     return tl::unexpected("cannot run " + worker_binary_ + " --toolchains: " + tail(x.errors, 400));
   }
   return decode_toolchains(x.reply);
+}
+
+tl::expected<HostTarget, std::string> WorkerRunner::host_target() const {
+  Exchange x = exchange({"--host-target"}, {}, {}, /*limit_memory=*/false);
+  if (!x.started) {
+    return tl::unexpected(x.start_error);
+  }
+  if (x.timed_out || !WIFEXITED(x.status) || WEXITSTATUS(x.status) != 0) {
+    return tl::unexpected("cannot run " + worker_binary_ +
+                          " --host-target: " + tail(x.errors, 400));
+  }
+  return decode_host_target(x.reply);
 }
 
 } // namespace kcache::compiler

@@ -77,7 +77,11 @@ SubmitResult JobManager::submit_autotune(const Submission& submission) {
   if (!parsed) {
     return {SubmitStatus::kInvalid, std::nullopt, parsed.error()};
   }
-  auto template_key = compile_key_of(parsed->base);
+  auto base = prepare(parsed->base);
+  if (!base) {
+    return std::move(base.error());
+  }
+  auto template_key = compile_key_of(*base);
   if (!template_key) {
     return {SubmitStatus::kUnavailable, std::nullopt, template_key.error()};
   }
@@ -147,13 +151,17 @@ void JobManager::begin_autotune(const std::string& id) {
     std::vector<compiler::Variant> all = parsed->space.variants;
     all.push_back({parsed->search.benchmark.reference, "reference"});
     for (const compiler::Variant& v : all) {
-      compiler::CompileSpec spec = compiler::variant_spec(parsed->base, v);
-      auto key = compile_key_of(spec);
+      auto spec = prepare(compiler::variant_spec(parsed->base, v));
+      if (!spec) {
+        error = spec.error().message;
+        break;
+      }
+      auto key = compile_key_of(*spec);
       if (!key) {
         error = key.error();
         break;
       }
-      compiles.emplace_back(std::move(spec), std::move(*key));
+      compiles.emplace_back(std::move(*spec), std::move(*key));
     }
   }
   // What is compiled already (outside the lock: a tier may be remote).

@@ -2,6 +2,8 @@
 #include <kcache/cachekey/json_text.h>
 #include <kcache/cachekey/sha256.h>
 #include <kcache/cachekey/wire.h>
+#include <kcache/compiler/diagnostics.h>
+#include <kcache/compiler/spec_check.h>
 #include <kcache/service/job_manager.h>
 
 #include <nlohmann/json.hpp>
@@ -42,14 +44,24 @@ std::string file_name_for(compiler::OutputKind kind) {
   return "kernel.bin";
 }
 
+// Cut at a line or character boundary: the log stays valid UTF-8.
 std::string tail(const std::string& s, std::size_t n = 8000) {
-  return s.size() <= n ? s : "..." + s.substr(s.size() - n);
+  return compiler::log_tail(s, n);
 }
 
 // Failures of the compile itself are remembered; failures of the machinery
-// (no toolchain, an internal error, a cancel) are not.
+// (no toolchain, an internal error, a cancel) are not, nor are resource
+// limits ("resource-limit"): a compile killed for memory or time may pass on
+// a quieter node or with higher limits, and says nothing about its source.
 bool is_cacheable_failure(const std::string& code) {
   return code == "compile-failed" || code == "invalid-spec";
+}
+
+// A failure is remembered under every byte of its spec, not its compile key:
+// the key leaves out diagnostics flags, and "-Werror" can fail a spec that
+// compiles without it.
+std::string failure_key(const Job& job) {
+  return job.compile_key + "/" + cachekey::to_hex(cachekey::Sha256::of(job.spec_json));
 }
 
 std::string hostname() {
@@ -76,6 +88,13 @@ JobManager::create(const JobsConfig& config, const std::string& journal_dir, sto
   if (!toolchains) {
     return tl::unexpected("kcache-worker: " + toolchains.error());
   }
+  // Without it only target "native" is refused; every other spec works.
+  std::optional<compiler::HostTarget> host_target;
+  if (auto host = runner.host_target()) {
+    host_target = std::move(*host);
+  } else {
+    spdlog::warn("kcache-worker: {}; target 'native' will be refused", host.error());
+  }
   std::error_code ec;
   std::filesystem::create_directories(journal_dir, ec);
   auto journal = JobJournal::open(journal_dir);
@@ -84,7 +103,7 @@ JobManager::create(const JobsConfig& config, const std::string& journal_dir, sto
   }
   auto manager =
       std::make_unique<JobManager>(PrivateTag{}, config, std::move(runner), std::move(*toolchains),
-                                   std::move(*journal), store, metrics);
+                                   std::move(host_target), std::move(*journal), store, metrics);
   manager->recover();
   for (unsigned i = 0; i < config.workers; ++i) {
     manager->workers_.emplace_back(
@@ -96,9 +115,12 @@ JobManager::create(const JobsConfig& config, const std::string& journal_dir, sto
 }
 
 JobManager::JobManager(PrivateTag, const JobsConfig& config, compiler::WorkerRunner runner,
-                       compiler::Toolchains toolchains, std::unique_ptr<JobJournal> journal,
-                       storage::Store& store, MetricsRegistry& metrics)
+                       compiler::Toolchains toolchains,
+                       std::optional<compiler::HostTarget> host_target,
+                       std::unique_ptr<JobJournal> journal, storage::Store& store,
+                       MetricsRegistry& metrics)
     : config_(config), runner_(std::move(runner)), toolchains_(std::move(toolchains)),
+      host_target_(std::move(host_target)),
       host_tuning_class_(!config.tuning_class.empty()
                              ? config.tuning_class
                              : cachekey::hardware_class(cachekey::detect_cpu()).tuning_class),
@@ -218,7 +240,11 @@ SubmitResult JobManager::submit_uncounted(const Submission& submission) {
   if (!spec) {
     return {SubmitStatus::kInvalid, std::nullopt, spec.error()};
   }
-  auto compile_key = compile_key_of(*spec);
+  auto prepared = prepare(*spec);
+  if (!prepared) {
+    return std::move(prepared.error());
+  }
+  auto compile_key = compile_key_of(*prepared);
   if (!compile_key) {
     return {SubmitStatus::kUnavailable, std::nullopt, compile_key.error()};
   }
@@ -229,9 +255,40 @@ SubmitResult JobManager::submit_uncounted(const Submission& submission) {
   if (auto cached = lookup_cached(key, *compile_key)) {
     return std::move(*cached);
   }
-  Job job = compile_job(*spec, *compile_key, submission.spec_json, submission.priority);
+  // The job keeps the prepared spec: the worker compiles what the key names.
+  Job job =
+      compile_job(*prepared, *compile_key, compiler::spec_to_json(*prepared), submission.priority);
   std::lock_guard lock(mu_);
   return admit_locked(std::move(job), key, /*queue_now=*/true, /*force=*/false);
+}
+
+tl::expected<compiler::CompileSpec, SubmitResult>
+JobManager::prepare(compiler::CompileSpec spec) const {
+  const auto toolchain = toolchains_.find(spec.backend);
+  if (toolchain == toolchains_.end()) {
+    return tl::unexpected(SubmitResult{SubmitStatus::kUnavailable, std::nullopt,
+                                       "the " + std::string(compiler::backend_name(spec.backend)) +
+                                           " backend is not built into " + runner_.binary()});
+  }
+  // "native" is this host's CPU: keyed by its name and features as the
+  // worker's LLVM sees them, so no other host's build answers for it.
+  if (spec.target == "native" &&
+      (spec.backend == compiler::Backend::kCpp || spec.backend == compiler::Backend::kLlvmIr)) {
+    if (!host_target_) {
+      return tl::unexpected(SubmitResult{SubmitStatus::kInvalid, std::nullopt,
+                                         "target 'native': this kcached could not read its "
+                                         "host's CPU from kcache-worker; name a CPU instead"});
+    }
+    spec.target = host_target_->cpu;
+    if (!host_target_->features.empty()) {
+      spec.options.push_back("-mattr=" + host_target_->features);
+    }
+  }
+  auto prepared = compiler::prepare_spec(spec, &toolchain->second);
+  if (!prepared) {
+    return tl::unexpected(SubmitResult{SubmitStatus::kInvalid, std::nullopt, prepared.error()});
+  }
+  return std::move(*prepared);
 }
 
 tl::expected<std::string, std::string>
@@ -264,7 +321,7 @@ SubmitResult JobManager::admit_locked(Job job, const std::string& key, bool queu
   if (stopping_) {
     return {SubmitStatus::kUnavailable, std::nullopt, "kcached is shutting down"};
   }
-  if (const auto failed = failures_.find(job.compile_key); failed != failures_.end()) {
+  if (const auto failed = failures_.find(failure_key(job)); failed != failures_.end()) {
     if (failed->second.expires > Clock::now()) {
       if (const auto previous = jobs_.find(failed->second.job_id); previous != jobs_.end()) {
         return {SubmitStatus::kFailedRecently, previous->second,
@@ -489,7 +546,10 @@ void JobManager::run_job(const std::string& id) {
   compile_seconds_.observe(seconds);
 
   if (result.outcome) {
-    publish(id, *result.outcome, result.toolchain);
+    // The record names the toolchain the key was computed with.
+    const auto keyed = toolchains_.find(spec->backend);
+    publish(id, *result.outcome,
+            keyed != toolchains_.end() ? keyed->second.components() : result.toolchain);
     compiles_ok_.inc();
   } else if (result.outcome.error().code == CompileError::Code::kCancelled) {
     compiles_cancelled_.inc();
@@ -587,7 +647,7 @@ JobManager::Callbacks JobManager::finish_locked(Job& job, JobState state) {
   active_by_key_.erase(job.compile_key);
   if (state == JobState::kFailed && is_cacheable_failure(job.error_code) &&
       config_.negative_ttl.count() > 0) {
-    failures_[job.compile_key] = Failure{job.id, Clock::now() + config_.negative_ttl};
+    failures_[failure_key(job)] = Failure{job.id, Clock::now() + config_.negative_ttl};
   }
   journal_locked(job);
   on_child_finished_locked(job);
@@ -607,8 +667,8 @@ void JobManager::remember_finished_locked(const Job& job) {
   if (job.state == JobState::kFailed && is_cacheable_failure(job.error_code)) {
     // After a restart, a failure still inside its TTL stays remembered.
     const auto age = std::chrono::milliseconds(now_ms() - job.finished_ms);
-    if (age < config_.negative_ttl && !failures_.contains(job.compile_key)) {
-      failures_[job.compile_key] = Failure{job.id, Clock::now() + (config_.negative_ttl - age)};
+    if (age < config_.negative_ttl && !failures_.contains(failure_key(job))) {
+      failures_[failure_key(job)] = Failure{job.id, Clock::now() + (config_.negative_ttl - age)};
     }
   }
   while (finished_order_.size() > config_.history) {
@@ -618,7 +678,7 @@ void JobManager::remember_finished_locked(const Job& job) {
     if (it == jobs_.end()) {
       continue;
     }
-    if (const auto f = failures_.find(it->second.compile_key);
+    if (const auto f = failures_.find(failure_key(it->second));
         f != failures_.end() && f->second.job_id == oldest) {
       failures_.erase(f);
     }

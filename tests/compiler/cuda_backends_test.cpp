@@ -6,6 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 namespace kcache::compiler {
 namespace {
 
@@ -114,6 +118,73 @@ TEST(Nvrtc, CompileErrorsReturnTheLog) {
   EXPECT_EQ(result.error().code, CompileError::Code::kCompileFailed);
   EXPECT_NE(result.error().log.find("undeclared_thing"), std::string::npos) << result.error().log;
   EXPECT_NE(result.error().log.find("kernels.cu(2)"), std::string::npos) << result.error().log;
+  // The message names the first diagnostic, not just NVRTC_ERROR_COMPILATION.
+  EXPECT_NE(result.error().message.find(
+                "kernels.cu(2): error: identifier \"undeclared_thing\" is undefined"),
+            std::string::npos)
+      << result.error().message;
+  EXPECT_EQ(result.error().log.find('\0'), std::string::npos) << "no NUL in the log";
+}
+
+TEST(Nvrtc, TheCubinListsItsKernels) {
+  REQUIRE_BACKEND(nvrtc, Backend::kCuda);
+  auto result = nvrtc->compile(templated_spec("sm_90a"));
+  ASSERT_TRUE(result.has_value()) << result.error().message << "\n" << result.error().log;
+  const auto info = inspect_cubin(result->binary);
+  ASSERT_TRUE(info.has_value());
+  std::vector<std::string> kernels = info->kernels;
+  std::sort(kernels.begin(), kernels.end());
+  std::vector<std::string> expected = {result->lowered_names.at("row_sum"),
+                                       result->lowered_names.at("scale<float, 4>"),
+                                       result->lowered_names.at("scale<double, 2>")};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(kernels, expected);
+}
+
+// An empty source, or one with device functions only, "compiled" to a CUBIN
+// with nothing to launch, which was then served as a hit.
+TEST(Nvrtc, NoKernelMeansNoEntryPoints) {
+  REQUIRE_BACKEND(nvrtc, Backend::kCuda);
+  REQUIRE_BACKEND(linker, Backend::kPtx);
+  for (const char* source : {"", "__device__ float twice(float x) { return 2 * x; }\n"}) {
+    for (const char* target : {"sm_90a", "compute_90a"}) {
+      CompileSpec spec =
+          templated_spec(target, std::string_view(target).starts_with("sm_") ? OutputKind::kCubin
+                                                                             : OutputKind::kPtx);
+      spec.source.text = source;
+      spec.name_expressions.clear();
+      auto result = nvrtc->compile(spec);
+      ASSERT_FALSE(result.has_value()) << target << ": '" << source << "' compiled";
+      EXPECT_EQ(result.error().code, CompileError::Code::kCompileFailed);
+      EXPECT_NE(result.error().message.find("no entry points"), std::string::npos)
+          << result.error().message;
+    }
+  }
+  // PTX with no .entry does not link into a CUBIN with no kernel either.
+  CompileSpec link;
+  link.backend = Backend::kPtx;
+  link.source = {"empty.ptx", ".version 8.0\n.target sm_90a\n.address_size 64\n"};
+  link.target = "sm_90a";
+  auto linked = linker->compile(link);
+  ASSERT_FALSE(linked.has_value());
+  EXPECT_NE(linked.error().message.find("no entry points"), std::string::npos)
+      << linked.error().message << "\n"
+      << linked.error().log;
+}
+
+TEST(Nvrtc, EveryNameExpressionMustBeFound) {
+  REQUIRE_BACKEND(nvrtc, Backend::kCuda);
+  CompileSpec spec = templated_spec("sm_90a");
+  spec.name_expressions = {"row_sum", "scale<float, 3>"}; // instantiated by the expression
+  auto ok = nvrtc->compile(spec);
+  ASSERT_TRUE(ok.has_value()) << ok.error().message << "\n" << ok.error().log;
+  EXPECT_EQ(ok->lowered_names.size(), 2U);
+  spec.name_expressions = {"row_sum", "no_such_kernel"};
+  auto missing = nvrtc->compile(spec);
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_NE(missing.error().message.find("no_such_kernel"), std::string::npos)
+      << missing.error().message << "\n"
+      << missing.error().log;
 }
 
 TEST(Nvrtc, RejectsSpecsItCannotHonour) {

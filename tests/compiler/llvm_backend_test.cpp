@@ -197,6 +197,50 @@ TEST(LlvmBackend, ErrorsNameTheProblem) {
   EXPECT_EQ(llvm_backend()->compile(cpu).error().code, CompileError::Code::kInvalidSpec);
 }
 
+// Nothing to call is an error, not an artifact that would be served as a hit.
+TEST(LlvmBackend, AModuleWithNoFunctionsHasNoEntryPoints) {
+  for (const char* ir :
+       {"", "@table = global [4 x i32] zeroinitializer\n",
+        "define internal i32 @helper() {\n  ret i32 1\n}\n", "declare void @elsewhere()\n"}) {
+    for (OutputKind output : {OutputKind::kObject, OutputKind::kSharedObject}) {
+      CompileSpec spec = cpu_spec(ir);
+      spec.name_expressions.clear();
+      spec.output = output;
+      auto result = llvm_backend()->compile(spec);
+      ASSERT_FALSE(result.has_value()) << "'" << ir << "' compiled";
+      EXPECT_EQ(result.error().code, CompileError::Code::kCompileFailed);
+      EXPECT_NE(result.error().message.find("no entry points"), std::string::npos)
+          << result.error().message;
+    }
+  }
+  // PTX with no kernel: a device function only, no nvvm.annotations.
+  CompileSpec ptx;
+  ptx.backend = Backend::kLlvmIr;
+  ptx.source = {"device.ll", "define float @twice(float %x) {\n  %y = fmul float %x, 2.0\n"
+                             "  ret float %y\n}\n"};
+  ptx.target = "sm_90a";
+  ptx.output = OutputKind::kPtx;
+  auto result = llvm_backend()->compile(ptx);
+  ASSERT_FALSE(result.has_value());
+  EXPECT_NE(result.error().message.find("no .entry"), std::string::npos) << result.error().message;
+}
+
+TEST(LlvmBackend, ParseErrorsNameTheLineInTheMessage) {
+  auto bad_ir = llvm_backend()->compile(cpu_spec("define void @f( {"));
+  ASSERT_FALSE(bad_ir.has_value());
+  EXPECT_NE(bad_ir.error().message.find("kernels.ll:1:"), std::string::npos)
+      << bad_ir.error().message;
+  EXPECT_NE(bad_ir.error().message.find(": error: "), std::string::npos) << bad_ir.error().message;
+  // Parses, but the verifier refuses it.
+  auto invalid_ir = llvm_backend()->compile(
+      cpu_spec("define void @f() {\n  %x = add i32 %x, 1\n  ret void\n}\n"));
+  ASSERT_FALSE(invalid_ir.has_value());
+  EXPECT_NE(invalid_ir.error().message.find("LLVM IR is invalid: "), std::string::npos)
+      << invalid_ir.error().message;
+  EXPECT_GT(invalid_ir.error().message.size(), std::string("LLVM IR is invalid: ").size())
+      << "the verifier's first line follows";
+}
+
 TEST(LlvmBackend, ToolchainIsLlvm19) {
   EXPECT_EQ(llvm_backend()->toolchain().components().at("llvm").rfind("19.", 0), 0U);
 }

@@ -1,6 +1,7 @@
 // kcache-worker under WorkerRunner: real compiles, and each way a compile can
 // go wrong (compiler error, crash, endless compile, CPU-time limit, memory
-// limit) fails only its own job, with a diagnostic.
+// limit) fails only its own job, with a diagnostic. Limits fail with
+// kResourceLimit, never as if the source were wrong.
 
 #include <kcache/compiler/worker_runner.h>
 
@@ -48,7 +49,22 @@ TEST(WorkerRunner, CompilesInASubprocess) {
                                       "ELF",
                                       0),
             0U);
-  EXPECT_EQ(out.toolchain.count("clang"), 1U);
+  // A compile reports no fingerprint (that walks the system include tree):
+  // kcached records the one it keyed the compile with, from --toolchains.
+  EXPECT_TRUE(out.toolchain.empty());
+  auto toolchains = runner.toolchains();
+  ASSERT_TRUE(toolchains.has_value()) << toolchains.error();
+  const auto& cpp_toolchain = toolchains->at(Backend::kCpp).components();
+  EXPECT_EQ(cpp_toolchain.count("clang"), 1U);
+  EXPECT_EQ(cpp_toolchain.count("system-include"), 1U);
+  EXPECT_NE(cpp_toolchain.at("targets").find("x86-64-v3"), std::string::npos);
+  auto host = runner.host_target();
+  ASSERT_TRUE(host.has_value()) << host.error();
+  EXPECT_FALSE(host->cpu.empty());
+}
+
+bool has_nul(const std::string& s) {
+  return s.find('\0') != std::string::npos;
 }
 
 TEST(WorkerRunner, CompileErrorsComeBackWithTheLog) {
@@ -57,6 +73,11 @@ TEST(WorkerRunner, CompileErrorsComeBackWithTheLog) {
   ASSERT_FALSE(out.outcome.has_value());
   EXPECT_EQ(out.outcome.error().code, CompileError::Code::kCompileFailed);
   EXPECT_NE(out.outcome.error().log.find("nope"), std::string::npos) << out.outcome.error().log;
+  // The message names the first diagnostic, not just "clang could not compile".
+  EXPECT_NE(
+      out.outcome.error().message.find("job.cpp:1:18: error: use of undeclared identifier 'nope'"),
+      std::string::npos)
+      << out.outcome.error().message;
   auto bad = runner.run(CompileSpec{}); // an empty spec: the worker says what is wrong
   ASSERT_FALSE(bad.outcome.has_value());
 }
@@ -69,9 +90,41 @@ TEST(WorkerRunner, ACrashFailsOnlyItsJob) {
       << out.outcome.error().message;
   EXPECT_NE(out.outcome.error().log.find("now faulting"), std::string::npos)
       << out.outcome.error().log;
+  EXPECT_EQ(out.outcome.error().code, CompileError::Code::kCompileFailed);
   // And the next job on a healthy worker is unaffected.
   WorkerRunner healthy(worker_binary(), limits(std::chrono::seconds(60)));
-  EXPECT_TRUE(healthy.run(cpp("int y;")).outcome.has_value());
+  EXPECT_TRUE(healthy.run(cpp("extern \"C\" int y() { return 1; }")).outcome.has_value());
+}
+
+// What NVRTC did on the 8 GiB limit: ptxas said "Memory allocation failure"
+// on stderr only, and the reply was a plain compile error whose log read
+// "Ptx assembly aborted due to errors" and a NUL (crashing_worker mimics it).
+TEST(WorkerRunner, AnAllocationFailureOnStderrIsAResourceLimit) {
+  WorkerRunner runner(KCACHE_CRASHING_WORKER,
+                      WorkerLimits{std::chrono::seconds(10), std::chrono::seconds(10), 8ULL << 30});
+  auto out = runner.run(cpp("// KCACHE_TEST_PTXAS_OOM"));
+  ASSERT_FALSE(out.outcome.has_value());
+  const CompileError& e = out.outcome.error();
+  EXPECT_EQ(e.code, CompileError::Code::kResourceLimit) << e.message;
+  EXPECT_NE(e.message.find("memory limit of 8192 MiB"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("peak RSS"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("elapsed"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("Memory allocation failure"), std::string::npos) << e.message;
+  EXPECT_NE(e.log.find("Ptx assembly aborted due to errors"), std::string::npos) << e.log;
+  EXPECT_NE(e.log.find("kcache-worker stderr:\nptxas fatal"), std::string::npos) << e.log;
+  EXPECT_FALSE(has_nul(e.log));
+  EXPECT_FALSE(has_nul(e.message));
+}
+
+TEST(WorkerRunner, AnEmptySourceHasNoEntryPoints) {
+  WorkerRunner runner(worker_binary(), limits(std::chrono::seconds(60)));
+  for (const char* source : {"", "static int helper() { return 1; }", "int data[4];"}) {
+    auto out = runner.run(cpp(source));
+    ASSERT_FALSE(out.outcome.has_value()) << "'" << source << "' compiled to an artifact";
+    EXPECT_EQ(out.outcome.error().code, CompileError::Code::kCompileFailed);
+    EXPECT_NE(out.outcome.error().message.find("no entry points"), std::string::npos)
+        << out.outcome.error().message;
+  }
 }
 
 // clang evaluating a constexpr loop of ~10^10 steps: a real compile that never ends.
@@ -87,7 +140,10 @@ TEST(WorkerRunner, AnEndlessCompileHitsTheWallClockLimit) {
   auto out = runner.run(cpp(kEndlessConstexpr, {"-std=c++20", "-fconstexpr-steps=2147483647"}));
   const auto took = std::chrono::steady_clock::now() - start;
   ASSERT_FALSE(out.outcome.has_value());
-  EXPECT_NE(out.outcome.error().message.find("wall-clock limit"), std::string::npos)
+  EXPECT_EQ(out.outcome.error().code, CompileError::Code::kResourceLimit);
+  EXPECT_NE(out.outcome.error().message.find("wall-clock limit of 1500 ms"), std::string::npos)
+      << out.outcome.error().message;
+  EXPECT_NE(out.outcome.error().message.find("elapsed"), std::string::npos)
       << out.outcome.error().message;
   EXPECT_LT(took, std::chrono::seconds(5));
 }
@@ -96,7 +152,8 @@ TEST(WorkerRunner, CpuTimeLimitKillsTheWorker) {
   WorkerRunner runner(worker_binary(), limits(std::chrono::seconds(30), std::chrono::seconds(1)));
   auto out = runner.run(cpp(kEndlessConstexpr, {"-std=c++20", "-fconstexpr-steps=2147483647"}));
   ASSERT_FALSE(out.outcome.has_value());
-  EXPECT_NE(out.outcome.error().message.find("CPU-time limit"), std::string::npos)
+  EXPECT_EQ(out.outcome.error().code, CompileError::Code::kResourceLimit);
+  EXPECT_NE(out.outcome.error().message.find("CPU-time limit of 1 s"), std::string::npos)
       << out.outcome.error().message;
 }
 
@@ -117,8 +174,13 @@ TEST(WorkerRunner, AMemoryHungryCompileHitsTheMemoryLimit) {
                       WorkerLimits{std::chrono::seconds(60), std::chrono::seconds(60), 1ULL << 30});
   auto out = runner.run(cpp(kMemoryHog, {"-std=c++20", "-fconstexpr-steps=2147483647"}));
   ASSERT_FALSE(out.outcome.has_value());
-  EXPECT_NE(out.outcome.error().message.find("memory limit of 1024 MiB"), std::string::npos)
-      << out.outcome.error().message;
+  const CompileError& e = out.outcome.error();
+  EXPECT_EQ(e.code, CompileError::Code::kResourceLimit) << e.message << "\n" << e.log;
+  EXPECT_NE(e.message.find("memory limit of 1024 MiB"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("peak RSS"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("elapsed"), std::string::npos) << e.message;
+  EXPECT_FALSE(has_nul(e.log)) << "a stray NUL in the log";
+  EXPECT_FALSE(has_nul(e.message));
 }
 
 // A worker that exits without reading its request: the runner's write fails

@@ -185,6 +185,80 @@ TEST(Jobs, FailuresCarryTheLogAndAreCachedForTheirTtl) {
   EXPECT_EQ(later->status, "queued") << "after the TTL the compile is tried again";
 }
 
+// A compile killed by a resource limit says nothing about its source: it is
+// reported as "resource-limit" and not negatively cached, so a resubmission
+// compiles again. A source error still is cached.
+TEST(Jobs, ResourceLimitFailuresAreNotNegativelyCached) {
+  KcachedProcess kcached(
+      worker_args({"--compile-timeout-s", "1", "--negative-ttl-s", "60", "--workers", "2"}));
+  auto c = connect(kcached.url());
+  const std::string endless = slow_spec(10'000'000'000L, "limit");
+  auto first = c->submit("kc1-limit", endless);
+  ASSERT_TRUE(first.has_value() && first->job.has_value());
+  auto done = c->job(first->job->id, std::chrono::seconds(20));
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->state, "failed");
+  EXPECT_EQ(done->error_code, "resource-limit") << done->error_message;
+  EXPECT_NE(done->error_message.find("wall-clock limit of 1000 ms"), std::string::npos)
+      << done->error_message;
+  EXPECT_EQ(job_json(*done)["error"]["code"], "resource-limit");
+
+  auto again = c->submit("kc1-limit", endless);
+  ASSERT_TRUE(again.has_value() && again->job.has_value());
+  EXPECT_EQ(again->status, "queued") << "not answered from the negative cache";
+  EXPECT_NE(again->job->id, first->job->id) << "a new job compiles it again";
+  auto redone = c->job(again->job->id, std::chrono::seconds(20));
+  ASSERT_TRUE(redone.has_value());
+  EXPECT_EQ(redone->error_code, "resource-limit");
+
+  // The listing shows the code beside the message.
+  std::string out;
+  ASSERT_EQ(
+      testing::run_command({testing::built_binary("kcache"), "--url", kcached.url(), "jobs"}, out),
+      0);
+  EXPECT_NE(out.find("resource-limit: the compile hit the wall-clock"), std::string::npos) << out;
+
+  // A source error is cached, and its message names clang's first diagnostic.
+  CompileRequest broken;
+  broken.key = "kc1-broken-source";
+  broken.spec_json = cpp_spec("extern \"C\" int broken() { return missing_name; }");
+  auto failed = c->get_or_compile(broken);
+  ASSERT_TRUE(failed.has_value());
+  ASSERT_EQ(failed->kind, CompileOutcome::Kind::kFailed);
+  EXPECT_EQ(failed->job->error_code, "compile-failed");
+  EXPECT_NE(failed->job->error_message.find("error: use of undeclared identifier 'missing_name'"),
+            std::string::npos)
+      << failed->job->error_message;
+  auto cached = c->submit(broken.key, broken.spec_json);
+  ASSERT_TRUE(cached.has_value());
+  EXPECT_EQ(cached->status, "failed-recently");
+}
+
+// What NVRTC did under the 8 GiB limit (crashing_worker mimics it): ptxas's
+// "Memory allocation failure" on stderr, a plain compile error in the reply.
+TEST(Jobs, AnAllocationFailureIsAResourceLimitNotASourceError) {
+  KcachedProcess kcached({"--worker-binary", testing::built_binary("crashing_worker"),
+                          "--worker-memory", "8GiB", "--negative-ttl-s", "60"});
+  auto c = connect(kcached.url());
+  CompileRequest request;
+  request.key = "kc1-ptxas-oom";
+  request.spec_json = cpp_spec("// KCACHE_TEST_PTXAS_OOM");
+  auto out = c->get_or_compile(request);
+  ASSERT_TRUE(out.has_value()) << out.error().message;
+  ASSERT_EQ(out->kind, CompileOutcome::Kind::kFailed);
+  EXPECT_EQ(out->job->error_code, "resource-limit");
+  EXPECT_NE(out->job->error_message.find("memory limit of 8192 MiB"), std::string::npos)
+      << out->job->error_message;
+  EXPECT_NE(out->job->error_message.find("Memory allocation failure"), std::string::npos)
+      << out->job->error_message;
+  EXPECT_NE(out->job->log.find("Ptx assembly aborted due to errors"), std::string::npos)
+      << out->job->log;
+  EXPECT_EQ(out->job->log.find('\0'), std::string::npos) << "no stray NUL";
+  auto again = c->submit(request.key, request.spec_json);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->status, "queued") << "not negatively cached";
+}
+
 TEST(Jobs, ATimeoutFailsOnlyItsJob) {
   KcachedProcess kcached(worker_args({"--compile-timeout-s", "1", "--workers", "2"}));
   auto c = connect(kcached.url());

@@ -29,6 +29,9 @@ struct CompileError {
     kUnavailable,   // the toolchain is not installed here
     kInternal,      // the toolchain failed in an unexpected way
     kCancelled,     // the job was cancelled while compiling
+    // The worker hit its memory, CPU-time or wall-clock limit: says nothing
+    // about the source, so it is never cached as a failure of it.
+    kResourceLimit,
   };
   Code code = Code::kInternal;
   std::string message;

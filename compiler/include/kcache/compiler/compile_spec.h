@@ -53,9 +53,16 @@ std::string spec_to_json(const CompileSpec& spec);
 tl::expected<CompileSpec, std::string> spec_from_json(std::string_view text);
 
 // Identical specs compile once: the key covers the backend, the sources and
-// headers, the name expressions, the normalized options, the target and the
-// toolchain that would compile it.
+// headers, the name expressions, the options as their compiler family reads
+// them (cachekey/compiler_flags.h), the target and the toolchain that would
+// compile it. Bump kCompileKeySchema whenever this encoding changes.
+inline constexpr std::string_view kCompileKeySchema = "kcache-compile/2";
 cachekey::Digest compile_key(const CompileSpec& spec,
+                             const cachekey::ToolchainFingerprint& toolchain);
+
+// Every byte of the spec, diagnostics flags included: what a failure is
+// remembered under (-Werror can fail a spec that compiles without it).
+cachekey::Digest spec_digest(const CompileSpec& spec,
                              const cachekey::ToolchainFingerprint& toolchain);
 
 } // namespace kcache::compiler

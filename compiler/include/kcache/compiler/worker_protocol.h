@@ -29,6 +29,16 @@ WorkerOutcome decode_worker_outcome(std::string_view bytes);
 
 std::string_view error_code_name(CompileError::Code code);
 
+// `kcache-worker --host-target`: this host's CPU as the worker's LLVM names it
+// ({"cpu": "sapphirerapids", "features": "+avx2,+fma,-amx-tile,..."}), so a
+// spec for target "native" is keyed by what the compiler would really use.
+struct HostTarget {
+  std::string cpu;
+  std::string features; // comma-separated, sorted, as -mattr= takes them
+};
+std::string encode_host_target(const HostTarget& host);
+tl::expected<HostTarget, std::string> decode_host_target(std::string_view text);
+
 using Toolchains = std::map<Backend, cachekey::ToolchainFingerprint>;
 std::string encode_toolchains(const Toolchains& toolchains);
 tl::expected<Toolchains, std::string> decode_toolchains(std::string_view text);

@@ -2,16 +2,20 @@
 // Runs a compile in a kcache-worker subprocess with limits: CPU time
 // (RLIMIT_CPU), address space (RLIMIT_AS) and a wall-clock deadline. A worker
 // that crashes, loops or runs out of memory fails this compile with a clear
-// diagnostic; the calling process (kcached) is never at risk. Links no
-// compiler: only the worker does.
+// diagnostic; the calling process (kcached) is never at risk. A compile that
+// hits a limit fails with kResourceLimit, whose message names the limit, the
+// peak RSS and the time taken, and whose log keeps the tail of the worker's
+// stderr. Links no compiler: only the worker does.
 
 #include <kcache/compiler/bench_protocol.h>
 #include <kcache/compiler/worker_protocol.h>
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kcache::compiler {
@@ -38,13 +42,22 @@ public:
                                  const std::stop_token& stop = {}) const;
   // What every backend built into the worker would key a compile with.
   tl::expected<Toolchains, std::string> toolchains() const;
+  // This host's CPU as the worker's LLVM sees it (for target "native").
+  tl::expected<HostTarget, std::string> host_target() const;
   const WorkerLimits& limits() const { return limits_; }
   const std::string& binary() const { return worker_binary_; }
 
 private:
   struct Exchange;
+  enum class Limit { kMemory, kCpuTime, kWallClock };
   Exchange exchange(const std::vector<std::string>& args, const std::string& input,
                     const std::stop_token& stop, bool limit_memory) const;
+  // `reply`: the decoded outcome if the worker answered, else null.
+  std::optional<Limit> limit_hit(const Exchange& x, const CompileOutcome* reply) const;
+  // A kResourceLimit error naming the limit, peak RSS and times; `why`: the
+  // line that says what ran out, if any.
+  CompileError limit_error(Limit limit, const Exchange& x, std::string_view why,
+                           std::string log) const;
 
   std::string worker_binary_;
   WorkerLimits limits_;

@@ -98,8 +98,8 @@ public:
     explicit PrivateTag() = default;
   };
   JobManager(PrivateTag, const JobsConfig& config, compiler::WorkerRunner runner,
-             compiler::Toolchains toolchains, std::unique_ptr<JobJournal> journal,
-             storage::Store& store, MetricsRegistry& metrics);
+             compiler::Toolchains toolchains, std::optional<compiler::HostTarget> host_target,
+             std::unique_ptr<JobJournal> journal, storage::Store& store, MetricsRegistry& metrics);
 
 private:
   using Clock = std::chrono::steady_clock;
@@ -137,6 +137,9 @@ private:
   void on_child_finished_locked(const Job& child);
   void run_autotune(const std::string& id, const std::stop_token& cancel);
 
+  // The spec a job compiles: checked hermetic and canonical (spec_check.h),
+  // "native" resolved to this host's CPU; or why it is refused.
+  tl::expected<compiler::CompileSpec, SubmitResult> prepare(compiler::CompileSpec spec) const;
   std::optional<SubmitResult> lookup_cached(const std::string& key, const std::string& compile_key);
   void worker_loop(const std::stop_token& stop);
   void housekeeping_loop(const std::stop_token& stop);
@@ -152,8 +155,9 @@ private:
   const JobsConfig config_;
   const compiler::WorkerRunner runner_;
   const compiler::Toolchains toolchains_;
-  const std::string host_tuning_class_;     // this host's CPU, for CPU autotune
-  const std::string host_gpu_tuning_class_; // its first GPU; "" without one
+  const std::optional<compiler::HostTarget> host_target_; // for target "native"
+  const std::string host_tuning_class_;                   // this host's CPU, for CPU autotune
+  const std::string host_gpu_tuning_class_;               // its first GPU; "" without one
   std::unique_ptr<JobJournal> journal_;
   storage::ArtifactStore artifacts_;
 
@@ -165,7 +169,7 @@ private:
   std::unordered_map<std::string, Job> jobs_;                  // active and remembered
   std::deque<std::string> finished_order_;                     // oldest first
   std::unordered_map<std::string, std::string> active_by_key_; // compile key -> job id
-  std::unordered_map<std::string, Failure> failures_;          // compile key -> failure
+  std::unordered_map<std::string, Failure> failures_;          // failure_key() -> failure
   std::unordered_map<std::string, std::stop_source> running_;  // job id -> its cancel
   DeadlineWaiters<WaitCallback> waiters_;                      // job id -> long-polls
   std::unordered_map<std::string, AutotuneState> autotunes_;   // autotune job id ->
