@@ -89,7 +89,10 @@ std::string supported_targets() {
       suffixes.push_back("f"); // family-portable
     }
     for (const std::string& suffix : suffixes) {
-      out += (out.empty() ? "" : " ") + ("sm_" + n + suffix) + " " + ("compute_" + n + suffix);
+      for (const char* prefix : {"sm_", "compute_"}) {
+        out += out.empty() ? "" : " ";
+        out.append(prefix).append(n).append(suffix);
+      }
     }
   }
   return out;

@@ -134,6 +134,7 @@ tl::expected<void, std::string> check_output(const CompileSpec& spec) {
   }
   if (std::find(allowed.begin(), allowed.end(), spec.output) == allowed.end()) {
     std::vector<std::string_view> names;
+    names.reserve(allowed.size());
     for (OutputKind k : allowed) {
       names.push_back(output_name(k));
     }

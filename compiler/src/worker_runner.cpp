@@ -258,7 +258,7 @@ std::optional<WorkerRunner::Limit> WorkerRunner::limit_hit(const Exchange& x,
 }
 
 CompileError WorkerRunner::limit_error(Limit limit, const Exchange& x, std::string_view why,
-                                       std::string log) const {
+                                       const std::string& log) const {
   std::string message = "the compile hit the ";
   switch (limit) {
   case Limit::kMemory:
@@ -310,7 +310,7 @@ WorkerOutcome WorkerRunner::run(const CompileSpec& spec, const std::stop_token& 
     if (!x.errors.empty()) {
       log += (log.empty() ? "" : "\n") + std::string("kcache-worker stderr:\n") + tail(x.errors);
     }
-    decoded.outcome = tl::unexpected(limit_error(*limit, x, why, std::move(log)));
+    decoded.outcome = tl::unexpected(limit_error(*limit, x, why, log));
     return decoded;
   }
   if (WIFSIGNALED(status)) {

@@ -57,7 +57,7 @@ private:
   // A kResourceLimit error naming the limit, peak RSS and times; `why`: the
   // line that says what ran out, if any.
   CompileError limit_error(Limit limit, const Exchange& x, std::string_view why,
-                           std::string log) const;
+                           const std::string& log) const;
 
   std::string worker_binary_;
   WorkerLimits limits_;
