@@ -263,7 +263,7 @@ CompileError WorkerRunner::limit_error(Limit limit, const Exchange& x, std::stri
   switch (limit) {
   case Limit::kMemory:
     message += limits_.memory_bytes > 0
-                   ? "memory limit of " + mib(limits_.memory_bytes) + " (address space)"
+                   ? "memory limit of " + mib(limits_.memory_bytes) + " of address space"
                    : "memory of this host (no worker memory limit is set)";
     break;
   case Limit::kCpuTime:
