@@ -44,7 +44,7 @@ struct Expr {
 
 // Deep trees are refused rather than risking the stack of the recursive passes.
 inline constexpr std::size_t kMaxDepth = 1000;
-inline constexpr std::size_t kMaxGuardBytes = 64 * 1024;
+inline constexpr std::size_t kMaxGuardBytes = std::size_t{64} * 1024;
 
 tl::expected<Expr, GuardError> parse(std::string_view guard);
 
