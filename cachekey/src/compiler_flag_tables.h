@@ -18,15 +18,17 @@ enum class ArgForm {
   kSeparate,         // "-Xclang X": always two arguments
 };
 
+// One flag: the spelling kcache renders and an alias that means the same
+// ("--ptxas-options" / "-Xptxas"); "" when there is none.
 struct FlagSpec {
-  std::string_view spelling;  // as written on a command line
-  std::string_view canonical; // the spelling kcache renders
+  std::string_view canonical;
+  std::string_view alias;
   ArgForm form;
   FlagRole role;
 };
 
-// Looked up in order: the first spec whose spelling matches wins, so longer
-// spellings come before their prefixes ("-save-temps" before "-s...").
+// Looked up in order: the first spec with a matching spelling wins, so longer
+// spellings come before their prefixes ("-isystem-after" before "-isystem").
 std::span<const FlagSpec> table(FlagFamily family);
 
 // Flags described by a rule rather than a list ("-W...", "-f...", "-m...").

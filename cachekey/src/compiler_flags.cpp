@@ -25,8 +25,7 @@ bool is_short(std::string_view spelling) {
   return spelling.size() == 2 && spelling[0] == '-' && spelling[1] != '-';
 }
 
-std::optional<Match> match(const FlagSpec& spec, std::string_view token) {
-  const std::string_view name = spec.spelling;
+std::optional<Match> match(const FlagSpec& spec, std::string_view name, std::string_view token) {
   Match m{&spec, {}, false, false};
   switch (spec.form) {
   case ArgForm::kNone:
@@ -68,10 +67,30 @@ std::optional<Match> match(const FlagSpec& spec, std::string_view token) {
   return std::nullopt;
 }
 
+FlagForm form_of(const FlagSpec& spec) {
+  switch (spec.form) {
+  case ArgForm::kNone:
+    return FlagForm::kBare;
+  case ArgForm::kJoined:
+    return FlagForm::kGlued;
+  case ArgForm::kEquals:
+    return FlagForm::kEquals;
+  case ArgForm::kJoinedOrSeparate:
+    return is_short(spec.canonical) ? FlagForm::kGlued : FlagForm::kEquals;
+  case ArgForm::kSeparate:
+    return FlagForm::kTwoArgs;
+  }
+  return FlagForm::kBare;
+}
+
 std::optional<Match> find(FlagFamily family, std::string_view token) {
   for (const FlagSpec& spec : flags::table(family)) {
-    if (auto m = match(spec, token)) {
-      return m;
+    for (std::string_view spelling : {spec.canonical, spec.alias}) {
+      if (!spelling.empty()) {
+        if (auto m = match(spec, spelling, token)) {
+          return m;
+        }
+      }
     }
   }
   return std::nullopt;
@@ -141,16 +160,24 @@ std::string_view role_name(FlagRole role) {
   return "unknown";
 }
 
-std::string Flag::canonical() const {
+std::vector<std::string> Flag::canonical() const {
   if (role == FlagRole::kUnknown) {
-    return tokens.front();
+    return tokens;
   }
   if (!has_value) {
-    return name;
+    return {name};
   }
-  const bool glued = is_short(name) || name == "-O" || name == "-g" || name == "-save-temps" ||
-                     name == "-gsplit-dwarf";
-  return glued ? name + value : name + "=" + value;
+  switch (form) {
+  case FlagForm::kGlued:
+    return {name + value};
+  case FlagForm::kEquals:
+    return {name + "=" + value};
+  case FlagForm::kTwoArgs:
+    return {name, value};
+  case FlagForm::kBare:
+    break;
+  }
+  return {name};
 }
 
 tl::expected<std::vector<Flag>, FlagError> parse_flags(FlagFamily family,
@@ -184,6 +211,7 @@ tl::expected<std::vector<Flag>, FlagError> parse_flags(FlagFamily family,
     Flag f;
     f.name = std::string(m->spec->canonical);
     f.role = m->spec->role;
+    f.form = form_of(*m->spec);
     f.tokens = {token};
     f.has_value = m->has_value;
     f.value = std::move(m->value);
@@ -224,6 +252,11 @@ std::vector<std::string> render_flags(std::span<const Flag> flags, bool for_key)
   // end, or before a flag the parser did not understand (it might be the
   // reason a later -D is not a define at all).
   std::map<std::string, std::optional<std::string>, std::less<>> macros;
+  auto append = [&](const Flag& f) {
+    for (std::string& arg : f.canonical()) {
+      out.push_back(std::move(arg));
+    }
+  };
   auto flush = [&] {
     for (const auto& [name, def] : macros) {
       out.push_back(def ? "-D" + *def : "-U" + name);
@@ -243,22 +276,17 @@ std::vector<std::string> render_flags(std::span<const Flag> flags, bool for_key)
       break;
     case FlagRole::kUnknown:
       flush();
-      out.insert(out.end(), f.tokens.begin(), f.tokens.end());
+      append(f);
       break;
     case FlagRole::kDiagnostic:
     case FlagRole::kDependencyOutput:
     case FlagRole::kOutputPath:
       if (!for_key) {
-        out.push_back(f.canonical());
+        append(f);
       }
       break;
     default:
-      if (f.tokens.size() == 2 && (f.name.starts_with("-X") || f.name == "-mllvm")) {
-        out.push_back(f.name); // "-Xclang X": two arguments to every driver
-        out.push_back(f.value);
-      } else {
-        out.push_back(f.canonical());
-      }
+      append(f);
       break;
     }
   }

@@ -150,11 +150,4 @@ cachekey::Digest compile_key(const CompileSpec& spec,
   return w.sha256();
 }
 
-cachekey::Digest spec_digest(const CompileSpec& spec,
-                             const cachekey::ToolchainFingerprint& toolchain) {
-  cachekey::CanonicalWriter w;
-  w.tag("kcache-spec/1").str(spec_to_json(spec)).digest(toolchain.digest());
-  return w.sha256();
-}
-
 } // namespace kcache::compiler

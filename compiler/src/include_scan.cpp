@@ -165,8 +165,8 @@ tl::expected<IncludeRef, std::string> header_name(Cursor& c, std::string_view wh
   return ref;
 }
 
-constexpr std::array<std::string_view, 5> kIncludeDirectives = {"include", "include_next", "import",
-                                                                "embed", "include_macros"};
+constexpr std::array<std::string_view, 4> kIncludeDirectives = {"include", "include_next", "import",
+                                                                "embed"};
 constexpr std::array<std::string_view, 4> kHasIncludes = {"__has_include", "__has_include_next",
                                                           "__has_embed", "__has_import"};
 

@@ -179,33 +179,37 @@ tl::expected<void, std::string> check_target(const CompileSpec& spec,
   return {};
 }
 
-tl::expected<void, std::string> check_files(const CompileSpec& spec) {
-  std::set<std::string, std::less<>> names;
-  for (const SourceFile* file : [&] {
-         std::vector<const SourceFile*> all = {&spec.source};
-         for (const SourceFile& h : spec.headers) {
-           all.push_back(&h);
-         }
-         return all;
-       }()) {
-    if (auto ok = check_relative_name(file->name); !ok) {
-      return tl::unexpected("file name " + ok.error());
-    }
-    if (!names.insert(file->name).second) {
-      return tl::unexpected("file '" + file->name + "' appears twice in the spec");
-    }
-    if (spec.backend == Backend::kLlvmIr) {
-      // IR has no preprocessor; module-level asm could still name a file.
-      for (std::string_view word : {".incbin", ".include"}) {
-        if (file->text.find(word) != std::string::npos) {
-          return tl::unexpected(file->name + ": the assembler directive " + std::string(word) +
-                                " reads a host file and is not allowed in a compile spec");
-        }
+tl::expected<void, std::string> check_file(const SourceFile& file, Backend backend) {
+  if (auto ok = check_relative_name(file.name); !ok) {
+    return tl::unexpected("file name " + ok.error());
+  }
+  if (backend == Backend::kLlvmIr) {
+    // IR has no preprocessor; module-level asm could still name a file.
+    for (std::string_view word : {".incbin", ".include"}) {
+      if (file.text.find(word) != std::string::npos) {
+        return tl::unexpected(file.name + ": the assembler directive " + std::string(word) +
+                              " reads a host file and is not allowed in a compile spec");
       }
-      continue;
     }
-    if (auto refs = scan_includes(file->name, file->text); !refs) {
-      return tl::unexpected(refs.error());
+    return {};
+  }
+  if (auto refs = scan_includes(file.name, file.text); !refs) {
+    return tl::unexpected(refs.error());
+  }
+  return {};
+}
+
+tl::expected<void, std::string> check_files(const CompileSpec& spec) {
+  if (auto ok = check_file(spec.source, spec.backend); !ok) {
+    return ok;
+  }
+  std::set<std::string, std::less<>> names = {spec.source.name};
+  for (const SourceFile& header : spec.headers) {
+    if (auto ok = check_file(header, spec.backend); !ok) {
+      return ok;
+    }
+    if (!names.insert(header.name).second) {
+      return tl::unexpected("file '" + header.name + "' appears twice in the spec");
     }
   }
   return {};

@@ -104,7 +104,6 @@ int main(int argc, char** argv) {
   // Compilers resolve relative names against the working directory (NVRTC
   // searches the source's directory): an empty one of our own holds nothing.
   const EmptyWorkingDirectory scratch;
-  kcache::cachekey::ToolchainFingerprint toolchain;
   CompileOutcome outcome = tl::unexpected(CompileError{});
   // The worker checks the spec again: it is what reads files, whoever sent it.
   auto spec = spec_from_json(input).and_then([](const CompileSpec& s) { return prepare_spec(s); });
@@ -113,8 +112,6 @@ int main(int argc, char** argv) {
   } else if (auto backend = make_backend(spec->backend); !backend) {
     outcome = tl::unexpected(backend.error());
   } else {
-    // No fingerprint here: it walks the system include directories, and
-    // kcached records the fingerprint it keyed the compile with.
     try {
       outcome = (*backend)->compile(*spec);
     } catch (const std::bad_alloc&) {
@@ -132,7 +129,9 @@ int main(int argc, char** argv) {
   } else {
     outcome = tl::unexpected(tidy_error(std::move(outcome.error())));
   }
-  const std::string reply = encode_worker_outcome(outcome, toolchain);
+  // No fingerprint with the outcome: computing one walks the system include
+  // trees, and kcached records the fingerprint it keyed the compile with.
+  const std::string reply = encode_worker_outcome(outcome, {});
   std::fwrite(reply.data(), 1, reply.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 1;
 }

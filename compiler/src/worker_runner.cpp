@@ -82,6 +82,11 @@ std::string tail(const std::string& s, std::size_t n = kStderrTail) {
   return log_tail(clean_log(s), n);
 }
 
+// Questions to the worker (--toolchains, --host-target) are not compiles:
+// whatever a job's limit, they get two minutes (the fingerprint walks the
+// system include trees).
+constexpr std::chrono::milliseconds kQueryTime = std::chrono::minutes(2);
+
 std::string seconds_text(double s) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f s", s);
@@ -108,7 +113,8 @@ struct WorkerRunner::Exchange {
 
 WorkerRunner::Exchange WorkerRunner::exchange(const std::vector<std::string>& args,
                                               const std::string& input, const std::stop_token& stop,
-                                              bool limit_memory) const {
+                                              bool limit_memory,
+                                              std::chrono::milliseconds wall_clock) const {
   Exchange x;
   Pipe in, out, err;
   if (!make_input_channel(in) || !make_pipe(out) || !make_pipe(err)) {
@@ -161,12 +167,6 @@ WorkerRunner::Exchange WorkerRunner::exchange(const std::vector<std::string>& ar
 
   // Feed the input and drain both outputs together: either side may block.
   std::size_t written = 0;
-  // Queries (--toolchains, --host-target: no memory limit) get at least two
-  // minutes whatever a job's limit: the fingerprint walks the include trees.
-  const auto wall_clock =
-      limit_memory
-          ? limits_.wall_clock
-          : std::max<std::chrono::milliseconds>(limits_.wall_clock, std::chrono::minutes(2));
   const auto deadline = Clock::now() + wall_clock;
   while (out.read.get() >= 0 || err.read.get() >= 0) {
     const auto left =
@@ -287,7 +287,7 @@ CompileError WorkerRunner::limit_error(Limit limit, const Exchange& x, std::stri
 }
 
 WorkerOutcome WorkerRunner::run(const CompileSpec& spec, const std::stop_token& stop) const {
-  Exchange x = exchange({}, spec_to_json(spec), stop, /*limit_memory=*/true);
+  Exchange x = exchange({}, spec_to_json(spec), stop, /*limit_memory=*/true, limits_.wall_clock);
   if (!x.started) {
     return failure(CompileError::Code::kInternal, x.start_error);
   }
@@ -348,7 +348,8 @@ std::vector<BenchResult> WorkerRunner::bench(const BenchRequest& request,
   std::map<std::string, BenchResult> results;
   BenchRequest pending = request;
   while (!pending.variants.empty()) {
-    Exchange x = exchange({"--bench"}, encode_bench_request(pending), stop, /*limit_memory=*/true);
+    Exchange x = exchange({"--bench"}, encode_bench_request(pending), stop, /*limit_memory=*/true,
+                          limits_.wall_clock);
     std::size_t reported = 0;
     std::size_t start = 0;
     for (std::size_t end; (end = x.reply.find('\n', start)) != std::string::npos; start = end + 1) {
@@ -403,7 +404,7 @@ std::vector<BenchResult> WorkerRunner::bench(const BenchRequest& request,
 tl::expected<Toolchains, std::string> WorkerRunner::toolchains() const {
   // No address-space limit: a sanitized worker reserves terabytes of shadow
   // memory just to start, and printing versions needs no bound.
-  Exchange x = exchange({"--toolchains"}, {}, {}, /*limit_memory=*/false);
+  Exchange x = exchange({"--toolchains"}, {}, {}, /*limit_memory=*/false, kQueryTime);
   if (!x.started) {
     return tl::unexpected(x.start_error);
   }
@@ -414,7 +415,7 @@ tl::expected<Toolchains, std::string> WorkerRunner::toolchains() const {
 }
 
 tl::expected<HostTarget, std::string> WorkerRunner::host_target() const {
-  Exchange x = exchange({"--host-target"}, {}, {}, /*limit_memory=*/false);
+  Exchange x = exchange({"--host-target"}, {}, {}, /*limit_memory=*/false, kQueryTime);
   if (!x.started) {
     return tl::unexpected(x.start_error);
   }

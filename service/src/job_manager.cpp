@@ -61,7 +61,12 @@ bool is_cacheable_failure(const std::string& code) {
 // the key leaves out diagnostics flags, and "-Werror" can fail a spec that
 // compiles without it.
 std::string failure_key(const Job& job) {
-  return job.compile_key + "/" + cachekey::to_hex(cachekey::Sha256::of(job.spec_json));
+  return job.compile_key + "/" + job.spec_digest;
+}
+
+// Hashed once per job, outside the manager's lock: a spec may be large.
+std::string spec_digest(const std::string& spec_json) {
+  return cachekey::to_hex(cachekey::Sha256::of(spec_json));
 }
 
 std::string hostname() {
@@ -162,6 +167,9 @@ void JobManager::recover() {
             [](const Job& a, const Job& b) { return a.submitted_ms < b.submitted_ms; });
   std::size_t resumed = 0;
   std::vector<std::string> searches; // autotune jobs restart from their search
+  for (Job& job : jobs) {
+    job.spec_digest = spec_digest(job.spec_json);
+  }
   std::unique_lock lock(mu_);
   for (Job& job : jobs) {
     if (!is_finished(job.state)) {
@@ -308,6 +316,7 @@ Job JobManager::compile_job(const compiler::CompileSpec& spec, const std::string
   job.compile_key = compile_key;
   job.keys = {compile_key};
   job.spec_json = std::move(spec_json);
+  job.spec_digest = spec_digest(job.spec_json);
   job.backend = compiler::backend_name(spec.backend);
   job.target = spec.target;
   job.entry = spec.name_expressions.empty() ? spec.source.name : spec.name_expressions.front();

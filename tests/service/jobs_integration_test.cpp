@@ -185,6 +185,32 @@ TEST(Jobs, FailuresCarryTheLogAndAreCachedForTheirTtl) {
   EXPECT_EQ(later->status, "queued") << "after the TTL the compile is tried again";
 }
 
+// The key leaves out diagnostics, the negative cache does not: a failure under
+// -Werror must not block the same source compiled without it.
+TEST(Jobs, AWerrorFailureDoesNotBlockTheSpecWithoutIt) {
+  KcachedProcess kcached(worker_args({"--negative-ttl-s", "60"}));
+  auto c = connect(kcached.url());
+  const std::string source = "extern \"C\" int f() { int unused = 1; return 0; }";
+  CompileRequest strict;
+  strict.key = "kc1-werror";
+  strict.spec_json = cpp_spec(source, {"-O2", "-Wall", "-Werror"}, "object");
+  auto failed = c->get_or_compile(strict);
+  ASSERT_TRUE(failed.has_value());
+  ASSERT_EQ(failed->kind, CompileOutcome::Kind::kFailed);
+  EXPECT_NE(failed->job->log.find("unused"), std::string::npos) << failed->job->log;
+  auto again = c->submit(strict.key, strict.spec_json);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->status, "failed-recently");
+
+  CompileRequest lenient;
+  lenient.key = "kc1-no-werror";
+  lenient.spec_json = cpp_spec(source, {"-O2"}, "object");
+  auto compiled = c->get_or_compile(lenient);
+  ASSERT_TRUE(compiled.has_value());
+  EXPECT_EQ(compiled->kind, CompileOutcome::Kind::kCompiled)
+      << (compiled->job ? compiled->job->error_message : "");
+}
+
 // A compile killed by a resource limit says nothing about its source: it is
 // reported as "resource-limit" and not negatively cached, so a resubmission
 // compiles again. A source error still is cached.

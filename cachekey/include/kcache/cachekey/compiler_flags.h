@@ -40,14 +40,23 @@ enum class FlagRole {
 };
 std::string_view role_name(FlagRole role);
 
+// How a flag and its value are rendered.
+enum class FlagForm {
+  kBare,    // "-G"; also a flag kept verbatim (kUnknown)
+  kGlued,   // "-O2", "-DX=1"
+  kEquals,  // "--std=c++17"
+  kTwoArgs, // "-Xclang", "-v"
+};
+
 struct Flag {
   std::string name;  // canonical spelling: "--ptxas-options", "-O", "-D"
   std::string value; // "" when the flag takes none
   bool has_value = false;
   FlagRole role = FlagRole::kCodegen;
+  FlagForm form = FlagForm::kBare;
   std::vector<std::string> tokens; // as written, one or two arguments
-  // The canonical rendering, one argument ("--ptxas-options=-O0", "-O2").
-  std::string canonical() const;
+  // The canonical rendering: one argument, or two for kTwoArgs.
+  std::vector<std::string> canonical() const;
 };
 
 struct FlagError {

@@ -60,9 +60,4 @@ inline constexpr std::string_view kCompileKeySchema = "kcache-compile/2";
 cachekey::Digest compile_key(const CompileSpec& spec,
                              const cachekey::ToolchainFingerprint& toolchain);
 
-// Every byte of the spec, diagnostics flags included: what a failure is
-// remembered under (-Werror can fail a spec that compiles without it).
-cachekey::Digest spec_digest(const CompileSpec& spec,
-                             const cachekey::ToolchainFingerprint& toolchain);
-
 } // namespace kcache::compiler

@@ -51,7 +51,8 @@ private:
   struct Exchange;
   enum class Limit { kMemory, kCpuTime, kWallClock };
   Exchange exchange(const std::vector<std::string>& args, const std::string& input,
-                    const std::stop_token& stop, bool limit_memory) const;
+                    const std::stop_token& stop, bool limit_memory,
+                    std::chrono::milliseconds wall_clock) const;
   // `reply`: the decoded outcome if the worker answered, else null.
   std::optional<Limit> limit_hit(const Exchange& x, const CompileOutcome* reply) const;
   // A kResourceLimit error naming the limit, peak RSS and times; `why`: the

@@ -29,7 +29,8 @@ struct Job {
   std::vector<std::string> parents; // autotune jobs waiting for this compile
   std::string compile_key;          // "kcc-<sha256>"
   std::vector<std::string> keys;    // where the result is published (the compile key included)
-  std::string spec_json;            // the CompileSpec, as submitted
+  std::string spec_json;            // the CompileSpec, as checked and made canonical
+  std::string spec_digest; // SHA-256 of spec_json (not journaled): failures are remembered by it
   std::string backend, target, entry, output; // from the spec, for listings
   int priority = 0;                           // higher runs first
   JobState state = JobState::kQueued;
