@@ -132,7 +132,6 @@ constexpr std::array kClang = std::to_array<FlagSpec>({
     {"-std", "--std", kEquals, kCodegen},
     {"-stdlib", "", kEquals, kCodegen},
     {"-O", "", kJoined, kCodegen},
-    {"-g", "", kJoined, kCodegen},
     {"-pthread", "", kNone, kCodegen},
     {"-ansi", "", kNone, kCodegen},
     {"-trigraphs", "", kNone, kCodegen},
@@ -197,9 +196,86 @@ constexpr std::array<std::string_view, 11> kDiagnosticF = {"-fdiagnostics-",
                                                            "-fno-caret-diagnostics",
                                                            "-fconstexpr-backtrace-limit="};
 
+// Clang's -f/-m/-g options that take the next argument as their value (from
+// clang 19's driver option table): the open-ended rules below must not read
+// that argument as a flag of its own ("-ftrapv-handler -Wall").
+constexpr std::array<std::string_view, 44> kClangRuleFlagsWithArgument = {
+    "-fbracket-depth",
+    "-fconstant-string-class",
+    "-fcuda-include-gpubinary",
+    "-fdebug-compilation-dir",
+    "-fdiagnostics-format",
+    "-fdiagnostics-show-category",
+    "-ferror-limit",
+    "-fexperimental-openacc-macro-override",
+    "-fget-definition",
+    "-filelist",
+    "-filetype",
+    "-fintrinsic-modules-path",
+    "-fmodule-feature",
+    "-fmodule-implementation-of",
+    "-fmodules-user-build-path",
+    "-fnew-alignment",
+    "-fopenmp-host-ir-file-path",
+    "-force_load",
+    "-framework",
+    "-ftabstop",
+    "-ftrapv-handler",
+    "-function-alignment",
+    "-gen-cdb-fragment-path",
+    "-main-file-name",
+    "-mdebug-pass",
+    "-meabi",
+    "-mfloat-abi",
+    "-mfpmath",
+    "-mlimit-float-precision",
+    "-mlink-bitcode-file",
+    "-mlink-builtin-bitcode",
+    "-mllvm",
+    "-mmlir",
+    "-module-dependency-dir",
+    "-module-dir",
+    "-module-suffix",
+    "-mregparm",
+    "-mrelocation-model",
+    "-msmall-data-limit",
+    "-mt-migrate-directory",
+    "-mthread-model",
+    "-mtp",
+    "-multiply_defined",
+    "-multiply_defined_unused"};
+
+// Debug-info flags: -g, -g0..-g3, -ggdb, -gdwarf-N and the like. Other -g...
+// options (-gen-reproducer, -gsplit-dwarf) are not debug levels.
+constexpr std::array<std::string_view, 20> kDebugFlags = {"-g",
+                                                          "-g0",
+                                                          "-g1",
+                                                          "-g2",
+                                                          "-g3",
+                                                          "-ggdb",
+                                                          "-ggdb0",
+                                                          "-ggdb1",
+                                                          "-ggdb2",
+                                                          "-ggdb3",
+                                                          "-gdwarf",
+                                                          "-gdwarf-2",
+                                                          "-gdwarf-3",
+                                                          "-gdwarf-4",
+                                                          "-gdwarf-5",
+                                                          "-gline-tables-only",
+                                                          "-gline-directives-only",
+                                                          "-gcolumn-info",
+                                                          "-gno-column-info",
+                                                          "-gfull"};
+
 bool starts_with_any(std::string_view s, std::span<const std::string_view> prefixes) {
   return std::any_of(prefixes.begin(), prefixes.end(),
                      [&](std::string_view p) { return s.starts_with(p); });
+}
+
+bool names_a_file(std::string_view token) {
+  return std::any_of(kFileFlagWords.begin(), kFileFlagWords.end(),
+                     [&](std::string_view w) { return token.find(w) != std::string_view::npos; });
 }
 
 std::optional<FlagRole> clang_f_role(std::string_view token) {
@@ -209,10 +285,7 @@ std::optional<FlagRole> clang_f_role(std::string_view token) {
   if (starts_with_any(token, kDiagnosticF)) {
     return kDiagnostic;
   }
-  const bool names_a_file =
-      std::any_of(kFileFlagWords.begin(), kFileFlagWords.end(),
-                  [&](std::string_view w) { return token.find(w) != std::string_view::npos; });
-  return names_a_file ? kHostPath : kCodegen;
+  return names_a_file(token) ? kHostPath : kCodegen;
 }
 
 } // namespace
@@ -251,9 +324,23 @@ std::optional<FlagRole> rule_role(FlagFamily family, std::string_view token) {
     return clang_f_role(token);
   }
   if (token.starts_with("-m") && token.size() > 2) {
-    return kCodegen; // -mavx2, -mtune=..., -mattr=...; -march is in the table
+    // -mavx2, -mtune=..., -mattr=...; -march is in the table. "-mllvm=..."
+    // passes options to LLVM, which can write files.
+    if (token.starts_with("-mllvm") || names_a_file(token)) {
+      return kWritesFile;
+    }
+    return kCodegen;
+  }
+  if (std::find(kDebugFlags.begin(), kDebugFlags.end(), token) != kDebugFlags.end()) {
+    return kCodegen;
   }
   return std::nullopt;
+}
+
+bool takes_argument_by_rule(FlagFamily family, std::string_view token) {
+  return family != FlagFamily::kNvrtc &&
+         std::find(kClangRuleFlagsWithArgument.begin(), kClangRuleFlagsWithArgument.end(), token) !=
+             kClangRuleFlagsWithArgument.end();
 }
 
 } // namespace kcache::cachekey::flags

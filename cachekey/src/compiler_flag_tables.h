@@ -35,4 +35,9 @@ std::span<const FlagSpec> table(FlagFamily family);
 // Returns the role of a one-argument flag the table did not match.
 std::optional<FlagRole> rule_role(FlagFamily family, std::string_view token);
 
+// An option outside the tables that takes the next argument as its value
+// ("-ftrapv-handler NAME"): kcache does not know what it does, so a spec may
+// not use it and a client key keeps it, with its argument, verbatim.
+bool takes_argument_by_rule(FlagFamily family, std::string_view token);
+
 } // namespace kcache::cachekey::flags

@@ -187,6 +187,18 @@ tl::expected<std::vector<Flag>, FlagError> parse_flags(FlagFamily family,
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& token = args[i];
     auto m = find(family, token);
+    if (!m && flags::takes_argument_by_rule(family, token)) {
+      if (!generic) {
+        return tl::unexpected(FlagError{describe(family, token) +
+                                        " takes an argument kcache does not check: not allowed"});
+      }
+      std::vector<std::string> tokens = {token};
+      if (i + 1 < args.size()) {
+        tokens.push_back(args[++i]);
+      }
+      out.push_back(unknown(std::move(tokens)));
+      continue;
+    }
     if (!m) {
       if (auto role = flags::rule_role(family, token)) {
         Flag f;
@@ -278,7 +290,6 @@ std::vector<std::string> render_flags(std::span<const Flag> flags, bool for_key)
       flush();
       append(f);
       break;
-    case FlagRole::kDiagnostic:
     case FlagRole::kDependencyOutput:
     case FlagRole::kOutputPath:
       if (!for_key) {

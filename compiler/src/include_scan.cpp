@@ -24,14 +24,18 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-// Phases 1-2: trigraphs for '#' and '\' (harmless to read even where the
-// compiler would not), then backslash-newline splices (trailing blanks too, as
-// gcc and clang accept them).
+// Phases 1-2: line ends as clang reads them (CR LF, and a lone CR too),
+// trigraphs for '#' and '\' (harmless to read even where the compiler would
+// not), then backslash-newline splices (trailing blanks too, as gcc and clang
+// accept them).
 std::string splice_lines(std::string_view text) {
   std::string t;
   t.reserve(text.size());
   for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text.substr(i).starts_with("?\?=")) {
+    if (text[i] == '\r') {
+      t += '\n';
+      i += i + 1 < text.size() && text[i + 1] == '\n' ? 1 : 0;
+    } else if (text.substr(i).starts_with("?\?=")) {
       t += '#';
       i += 2;
     } else if (text.substr(i).starts_with("?\?/")) {
@@ -68,11 +72,31 @@ std::string_view identifier_before(std::string_view s, std::size_t end) {
   return s.substr(begin, end - begin);
 }
 
-bool is_literal_prefix(std::string_view id, bool raw) {
-  static constexpr std::array<std::string_view, 5> kPlain = {"", "L", "u", "U", "u8"};
+// Whether position i is inside a preprocessing number (1'000, 0x1'F): there
+// a quote is a digit separator, anywhere else it opens a character literal.
+bool in_pp_number(std::string_view s, std::size_t i) {
+  std::size_t begin = i;
+  while (begin > 0 &&
+         (is_ident_char(s[begin - 1]) || s[begin - 1] == '.' || s[begin - 1] == '\'')) {
+    --begin;
+  }
+  return begin < i && (std::isdigit(static_cast<unsigned char>(s[begin])) ||
+                       (s[begin] == '.' && begin + 1 < i &&
+                        std::isdigit(static_cast<unsigned char>(s[begin + 1]))));
+}
+
+// A raw string's delimiter: at most 16 characters, none of them a space,
+// parenthesis, backslash or control character. Anything else is no raw string.
+bool is_raw_delimiter(std::string_view d) {
+  return d.size() <= 16 && std::none_of(d.begin(), d.end(), [](char c) {
+           return c == ' ' || c == '(' || c == ')' || c == '\\' || c == '"' ||
+                  static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f;
+         });
+}
+
+bool is_raw_prefix(std::string_view id) {
   static constexpr std::array<std::string_view, 5> kRaw = {"R", "LR", "uR", "UR", "u8R"};
-  const auto& set = raw ? kRaw : kPlain;
-  return std::find(set.begin(), set.end(), id) != set.end();
+  return std::find(kRaw.begin(), kRaw.end(), id) != kRaw.end();
 }
 
 // Phase 3: comments become one space; literals are copied whole (newlines in
@@ -96,12 +120,11 @@ tl::expected<std::string, std::string> strip_comments(std::string_view s) {
       }
       i = end + 2;
       out += ' ';
-    } else if (c == '"' && is_literal_prefix(identifier_before(s, i), /*raw=*/true)) {
+    } else if (c == '"' && is_raw_prefix(identifier_before(s, i)) &&
+               s.find('(', i + 1) != std::string_view::npos &&
+               is_raw_delimiter(s.substr(i + 1, s.find('(', i + 1) - i - 1))) {
       // R"delim( ... )delim"
       const std::size_t open = s.find('(', i + 1);
-      if (open == std::string_view::npos || open - i - 1 > 16) {
-        return tl::unexpected(std::string("malformed raw string literal"));
-      }
       const std::string close = ")" + std::string(s.substr(i + 1, open - i - 1)) + "\"";
       const std::size_t end = s.find(close, open + 1);
       if (end == std::string_view::npos) {
@@ -111,10 +134,8 @@ tl::expected<std::string, std::string> strip_comments(std::string_view s) {
       std::replace(literal.begin(), literal.end(), '\n', kRawNewline);
       out += literal;
       i = end + close.size();
-    } else if (c == '"' || (c == '\'' && is_literal_prefix(identifier_before(s, i), false) &&
-                            !(i > 0 && std::isdigit(static_cast<unsigned char>(s[i - 1]))))) {
+    } else if (c == '"' || (c == '\'' && !in_pp_number(s, i))) {
       // A plain literal ends at its quote or, unterminated, at the line's end.
-      // (A quote right after a digit is a digit separator: 1'000.)
       std::size_t j = i + 1;
       while (j < s.size() && s[j] != c && s[j] != '\n') {
         j += s[j] == '\\' && j + 1 < s.size() && s[j + 1] != '\n' ? 2 : 1;
@@ -133,9 +154,19 @@ tl::expected<std::string, std::string> strip_comments(std::string_view s) {
 struct Cursor {
   std::string_view s;
   std::size_t i = 0;
+  // Blanks, and what clang skips or a scan must not trip on: NUL, a byte
+  // order mark, other non-ASCII bytes (U+00A0), and /* comments */ that end
+  // on this line.
   void skip_space() {
-    while (i < s.size() && (is_space(s[i]) || s[i] == kRawNewline)) {
-      ++i;
+    while (i < s.size()) {
+      const auto c = static_cast<unsigned char>(s[i]);
+      if (is_space(s[i]) || s[i] == kRawNewline || c == 0 || c >= 0x80) {
+        ++i;
+      } else if (s.substr(i).starts_with("/*") && s.find("*/", i + 2) != std::string_view::npos) {
+        i = s.find("*/", i + 2) + 2;
+      } else {
+        break;
+      }
     }
   }
   std::string_view identifier() {
@@ -197,17 +228,71 @@ tl::expected<void, std::string> scan_has_include(std::string_view line_text, int
   return {};
 }
 
-// Strings that would make an assembler or the preprocessor read a file.
-tl::expected<void, std::string> scan_literals(std::string_view line_text) {
-  const std::string low = lower(line_text);
+// Anywhere in the text, in code, strings or comments alike: assembler file
+// directives and dependency pragmas (however the pragma is split over lines).
+tl::expected<void, std::string> scan_whole_text(std::string_view text) {
+  const std::string low = lower(text);
   for (std::string_view word : {".incbin", ".include"}) {
     if (low.find(word) != std::string::npos) {
       return tl::unexpected("the assembler directive " + std::string(word) +
                             " reads a host file and is not allowed in a compile spec");
     }
   }
-  if (low.find("_pragma") != std::string::npos && low.find("dependency") != std::string::npos) {
-    return tl::unexpected(std::string("_Pragma(\"GCC dependency\") reads a host file"));
+  std::string squeezed;
+  std::copy_if(low.begin(), low.end(), std::back_inserter(squeezed),
+               [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  if (squeezed.find("gccdependency") != std::string::npos) {
+    return tl::unexpected(std::string("a GCC dependency pragma reads a host file"));
+  }
+  return {};
+}
+
+// A line at `c` that may be a directive: #include-like ones must name a
+// literal header; any line may hold __has_include-like operands.
+tl::expected<void, std::string> scan_line(Cursor c, int line, std::vector<IncludeRef>& refs) {
+  c.skip_space();
+  const std::string_view rest = c.s.substr(c.i);
+  if (rest.starts_with("#") || rest.starts_with("%:")) {
+    c.i += c.s[c.i] == '#' ? 1 : 2;
+    c.skip_space();
+    const std::string_view directive = c.identifier();
+    if (std::find(kIncludeDirectives.begin(), kIncludeDirectives.end(), directive) !=
+        kIncludeDirectives.end()) {
+      auto ref = header_name(c, "#" + std::string(directive), line);
+      if (!ref) {
+        return tl::unexpected(ref.error());
+      }
+      refs.push_back(std::move(*ref));
+      return {};
+    }
+  } else if (rest.starts_with("import")) {
+    // C++20 header units ("import <x>;") read headers too.
+    c.i += 6;
+    c.skip_space();
+    if (c.i < c.s.size() && (c.s[c.i] == '<' || c.s[c.i] == '"')) {
+      auto ref = header_name(c, "import", line);
+      if (!ref) {
+        return tl::unexpected(ref.error());
+      }
+      refs.push_back(std::move(*ref));
+      return {};
+    }
+  }
+  return scan_has_include(c.s, line, refs);
+}
+
+// Calls `each(line_text, line_number)` for every line of `text`.
+template <typename Each>
+tl::expected<void, std::string> for_each_line(std::string_view text, Each each) {
+  std::size_t begin = 0;
+  int line = 0;
+  while (begin < text.size()) {
+    const std::size_t end = std::min(text.find('\n', begin), text.size());
+    ++line;
+    if (auto ok = each(text.substr(begin, end - begin), line); !ok) {
+      return ok;
+    }
+    begin = end + 1;
   }
   return {};
 }
@@ -237,67 +322,56 @@ tl::expected<void, std::string> check_relative_name(std::string_view name) {
 
 tl::expected<std::vector<IncludeRef>, std::string> scan_includes(std::string_view file_name,
                                                                  std::string_view text) {
-  auto fail = [&](int line, const std::string& why) {
-    return tl::unexpected(std::string(file_name) + (line > 0 ? ":" + std::to_string(line) : "") +
-                          ": " + why);
+  auto fail = [&](const std::string& why) {
+    return tl::unexpected(std::string(file_name) + ":" + why);
   };
-  auto code = strip_comments(splice_lines(text));
-  if (!code) {
-    return fail(0, code.error());
+  const std::string spliced = splice_lines(text);
+  if (auto ok = scan_whole_text(spliced); !ok) {
+    return fail(" " + ok.error());
   }
   std::vector<IncludeRef> refs;
-  std::size_t begin = 0;
-  int line = 0;
-  while (begin < code->size()) {
-    const std::size_t end = std::min(code->find('\n', begin), code->size());
-    const std::string_view line_text = std::string_view(*code).substr(begin, end - begin);
-    begin = end + 1;
-    ++line;
-    if (auto ok = scan_literals(line_text); !ok) {
-      return fail(line, ok.error());
-    }
-    Cursor c{line_text};
-    c.skip_space();
-    const bool hash = c.s.substr(c.i).starts_with("#") || c.s.substr(c.i).starts_with("%:");
-    if (!hash) {
-      // C++20 header units ("import <x>;") read headers too.
-      if (c.s.substr(c.i).starts_with("import")) {
-        c.i += 6;
-        c.skip_space();
-        if (c.i < c.s.size() && (c.s[c.i] == '<' || c.s[c.i] == '"')) {
-          auto ref = header_name(c, "import", line);
-          if (!ref) {
-            return fail(line, ref.error());
-          }
-          refs.push_back(std::move(*ref));
-        }
-      }
-      continue;
-    }
-    c.i += c.s[c.i] == '#' ? 1 : 2;
-    c.skip_space();
-    const std::string_view directive = c.identifier();
-    if (std::find(kIncludeDirectives.begin(), kIncludeDirectives.end(), directive) !=
-        kIncludeDirectives.end()) {
-      auto ref = header_name(c, "#" + std::string(directive), line);
-      if (!ref) {
-        return fail(line, ref.error());
-      }
-      refs.push_back(std::move(*ref));
-      continue;
-    }
-    if (directive == "pragma" && lower(line_text).find("dependency") != std::string::npos) {
-      return fail(line, "#pragma GCC dependency reads a host file");
-    }
-    if (auto ok = scan_has_include(line_text, line, refs); !ok) {
-      return fail(line, ok.error());
-    }
+  auto at = [&](int line, const std::string& why) { return std::to_string(line) + ": " + why; };
+  // Two readings, and a spec must pass both. First as a compiler reads it:
+  // comments gone, literals whole.
+  auto code = strip_comments(spliced);
+  if (!code) {
+    return fail(" " + code.error());
+  }
+  if (auto ok = for_each_line(
+          *code,
+          [&](std::string_view line_text, int line) -> tl::expected<void, std::string> {
+            if (auto scanned = scan_line(Cursor{line_text}, line, refs); !scanned) {
+              return tl::unexpected(at(line, scanned.error()));
+            }
+            return {};
+          });
+      !ok) {
+    return fail(ok.error());
+  }
+  // Then line by line with no idea of comments or literals, from the line's
+  // start and after every "*/": a directive that the first reading took for a
+  // comment or a string (a lexing rule it got wrong, another language mode)
+  // is still seen. The cost is refusing such text inside a comment.
+  if (auto ok = for_each_line(
+          spliced,
+          [&](std::string_view line_text, int line) -> tl::expected<void, std::string> {
+            for (std::size_t start = 0; start != std::string_view::npos;) {
+              if (auto scanned = scan_line(Cursor{line_text, start}, line, refs); !scanned) {
+                return tl::unexpected(at(line, scanned.error()));
+              }
+              start = line_text.find("*/", start);
+              start = start == std::string_view::npos ? start : start + 2;
+            }
+            return {};
+          });
+      !ok) {
+    return fail(ok.error());
   }
   for (const IncludeRef& ref : refs) {
     if (auto ok = check_relative_name(ref.name); !ok) {
-      return fail(ref.line, "#include of " + ok.error() +
-                                ": a compile spec may include only its own headers and the "
-                                "toolchain's (pack host headers into the spec)");
+      return fail(at(ref.line, "#include of " + ok.error() +
+                                   ": a compile spec may include only its own headers and the "
+                                   "toolchain's (pack host headers into the spec)"));
     }
   }
   return refs;

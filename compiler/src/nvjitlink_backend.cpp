@@ -1,6 +1,7 @@
 #include "nvjitlink_backend.h"
 
 #include "entry_points.h"
+#include "toolchain_identity.h"
 
 #include <kcache/compiler/cubin.h>
 #include <kcache/compiler/diagnostics.h>
@@ -54,8 +55,13 @@ cachekey::ToolchainFingerprint NvJitLinkBackend::toolchain() const {
   nvJitLinkVersion(&major, &minor);
   cachekey::ToolchainFingerprint fp;
   fp.add("nvjitlink", std::to_string(major) + "." + std::to_string(minor))
+      .add("nvjitlink-library", library_identity(reinterpret_cast<const void*>(&nvJitLinkVersion)))
       .add("kcache", std::string(cachekey::kKcacheCodegenVersion));
   return fp;
+}
+
+std::vector<std::string> NvJitLinkBackend::toolchain_dirs() const {
+  return {library_root(reinterpret_cast<const void*>(&nvJitLinkVersion))};
 }
 
 CompileOutcome NvJitLinkBackend::compile(const CompileSpec& spec) const {

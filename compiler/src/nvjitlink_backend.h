@@ -9,6 +9,7 @@ class NvJitLinkBackend final : public CompilerBackend {
 public:
   Backend kind() const override { return Backend::kPtx; }
   cachekey::ToolchainFingerprint toolchain() const override;
+  std::vector<std::string> toolchain_dirs() const override;
   CompileOutcome compile(const CompileSpec& spec) const override;
 };
 

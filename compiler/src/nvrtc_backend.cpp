@@ -46,9 +46,7 @@ namespace {
 
 // The CUDA Toolkit this NVRTC belongs to: <root>/lib/libnvrtc.so -> <root>.
 std::filesystem::path toolkit_root() {
-  const std::string lib = library_path(reinterpret_cast<const void*>(&nvrtcVersion));
-  return lib.empty() ? std::filesystem::path()
-                     : std::filesystem::path(lib).parent_path().parent_path();
+  return library_root(reinterpret_cast<const void*>(&nvrtcVersion));
 }
 
 // The toolkit's own headers (cuda_bf16.h, cooperative_groups, CCCL), found as
@@ -117,6 +115,10 @@ cachekey::ToolchainFingerprint NvrtcBackend::toolchain() const {
       .add(std::string(kTargetsComponent), supported_targets())
       .add("kcache", std::string(cachekey::kKcacheCodegenVersion));
   return fp;
+}
+
+std::vector<std::string> NvrtcBackend::toolchain_dirs() const {
+  return {toolkit_root()};
 }
 
 CompileOutcome NvrtcBackend::compile(const CompileSpec& spec) const {

@@ -10,6 +10,7 @@ class NvrtcBackend final : public CompilerBackend {
 public:
   Backend kind() const override { return Backend::kCuda; }
   cachekey::ToolchainFingerprint toolchain() const override;
+  std::vector<std::string> toolchain_dirs() const override;
   CompileOutcome compile(const CompileSpec& spec) const override;
 };
 

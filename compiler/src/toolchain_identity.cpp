@@ -47,6 +47,11 @@ std::string library_identity(const void* symbol) {
   return path.empty() ? "unknown" : file_identity(path);
 }
 
+std::string library_root(const void* symbol) {
+  const std::string lib = library_path(symbol);
+  return lib.empty() ? std::string() : fs::path(lib).parent_path().parent_path().string();
+}
+
 std::string tree_digest(std::span<const std::string> dirs) {
   cachekey::Sha256 hash;
   for (const std::string& dir : dirs) {

@@ -18,6 +18,8 @@ std::string file_identity(const std::string& path);
 std::string library_identity(const void* symbol);
 // The library file that holds `symbol`, resolved; "" if unknown.
 std::string library_path(const void* symbol);
+// The installation a library belongs to: <root>/lib/libx.so -> <root>.
+std::string library_root(const void* symbol);
 // SHA-256 hex over the sorted (relative path, size, mtime) of every file
 // under the directories (symbolic links by their target text).
 std::string tree_digest(std::span<const std::string> dirs);

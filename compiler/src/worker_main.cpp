@@ -9,6 +9,7 @@
 #include <kcache/compiler/bench_protocol.h>
 #include <kcache/compiler/diagnostics.h>
 #include <kcache/compiler/gpu_bench.h>
+#include <kcache/compiler/sandbox.h>
 #include <kcache/compiler/spec_check.h>
 #include <kcache/compiler/worker_protocol.h>
 
@@ -36,30 +37,81 @@ int print_toolchains() {
   return std::cout.flush() ? 0 : 1;
 }
 
-// Makes a fresh empty directory the working directory for this process's
-// life, and removes it at exit (lld links in a temporary directory of its own).
-class EmptyWorkingDirectory {
+// The compile's scratch directory: the one given by WorkerRunner (which
+// removes it, even after a crash), or a fresh one of our own, removed at exit.
+class ScratchDirectory {
 public:
-  EmptyWorkingDirectory() {
-    std::error_code ec;
-    std::string pattern =
-        (std::filesystem::temp_directory_path(ec) / "kcache-worker-XXXXXX").string();
-    if (!ec && ::mkdtemp(pattern.data()) != nullptr && ::chdir(pattern.c_str()) == 0) {
-      path_ = pattern;
+  explicit ScratchDirectory(std::string given) : path_(std::move(given)) {
+    if (path_.empty()) {
+      std::error_code ec;
+      std::string pattern =
+          (std::filesystem::temp_directory_path(ec) / "kcache-worker-XXXXXX").string();
+      if (!ec && ::mkdtemp(pattern.data()) != nullptr) {
+        path_ = pattern;
+        owned_ = true;
+      }
     }
   }
-  ~EmptyWorkingDirectory() {
-    if (!path_.empty() && ::chdir("/") == 0) {
+  ~ScratchDirectory() {
+    if (owned_ && ::chdir("/") == 0) {
       std::error_code ec;
       std::filesystem::remove_all(path_, ec);
     }
   }
-  EmptyWorkingDirectory(const EmptyWorkingDirectory&) = delete;
-  EmptyWorkingDirectory& operator=(const EmptyWorkingDirectory&) = delete;
+  ScratchDirectory(const ScratchDirectory&) = delete;
+  ScratchDirectory& operator=(const ScratchDirectory&) = delete;
+  const std::string& path() const { return path_; }
 
 private:
   std::string path_;
+  bool owned_ = false;
 };
+
+// Before a compile: the scratch directory becomes the working and temporary
+// directory (compilers resolve relative names against the first; lld links
+// in the second), and Landlock confines the process to reading the system's
+// and the toolchain's files and writing the scratch directory only.
+void enter_sandbox(const ScratchDirectory& scratch,
+                   const kcache::compiler::CompilerBackend& backend) {
+  using namespace kcache::compiler;
+  if (scratch.path().empty() || ::chdir(scratch.path().c_str()) != 0 ||
+      ::setenv("TMPDIR", scratch.path().c_str(), 1) != 0) {
+    std::cerr << "kcache-worker: no scratch directory; compiling unconfined\n";
+    return;
+  }
+  SandboxPolicy policy;
+  policy.read_paths = {"/usr",
+                       "/lib",
+                       "/lib64",
+                       "/etc/ld.so.cache",
+                       "/etc/os-release",
+                       "/etc/lsb-release",
+                       "/etc/debian_version",
+                       "/etc/localtime",
+                       "/proc/self",
+                       "/dev/urandom",
+                       "/dev/zero"};
+  for (std::string& dir : backend.toolchain_dirs()) {
+    policy.read_paths.push_back(std::move(dir));
+  }
+  policy.write_paths = {scratch.path(), "/dev/null"};
+  if (auto confined = confine_filesystem(policy); !confined) {
+    // The spec checks still hold; kcached says at start that workers run
+    // unconfined (kcache-worker --sandbox).
+    std::cerr << "kcache-worker: " << confined.error() << "; compiling unconfined\n";
+  }
+}
+
+// `kcache-worker --sandbox`: whether compiles here are confined by Landlock.
+int print_sandbox() {
+  if (auto abi = kcache::compiler::landlock_abi()) {
+    std::cout << "landlock " << *abi << "\n";
+    return 0;
+  } else {
+    std::cout << abi.error() << "\n";
+    return 1;
+  }
+}
 
 // `kcache-worker --bench`: benchmarks autotune variants (bench_protocol.h).
 int run_bench(const std::string& input) {
@@ -88,12 +140,17 @@ int main(int argc, char** argv) {
     std::cout << encode_host_target(detect_host_target()) << "\n";
     return std::cout.flush() ? 0 : 1;
   }
+  if (argc == 2 && std::string_view(argv[1]) == "--sandbox") {
+    return print_sandbox();
+  }
   const bool bench = argc == 2 && std::string_view(argv[1]) == "--bench";
-  if (argc != 1 && !bench) {
-    std::cerr
-        << "usage: kcache-worker [--toolchains | --host-target | --bench] < request > outcome\n"
-           "  Compiles one CompileSpec read from stdin (run by kcached), or with\n"
-           "  --bench benchmarks autotune variants (bench_protocol.h).\n";
+  const bool scratch_given = argc == 3 && std::string_view(argv[1]) == "--scratch";
+  if (argc != 1 && !bench && !scratch_given) {
+    std::cerr << "usage: kcache-worker [--scratch DIR] < spec > outcome\n"
+                 "       kcache-worker --bench < request > results\n"
+                 "       kcache-worker --toolchains | --host-target | --sandbox\n"
+                 "  Compiles one CompileSpec read from stdin in DIR (run by kcached), or\n"
+                 "  with --bench benchmarks autotune variants (bench_protocol.h).\n";
     return 2;
   }
   const std::string input((std::istreambuf_iterator<char>(std::cin)),
@@ -101,9 +158,7 @@ int main(int argc, char** argv) {
   if (bench) {
     return run_bench(input);
   }
-  // Compilers resolve relative names against the working directory (NVRTC
-  // searches the source's directory): an empty one of our own holds nothing.
-  const EmptyWorkingDirectory scratch;
+  const ScratchDirectory scratch(scratch_given ? argv[2] : "");
   CompileOutcome outcome = tl::unexpected(CompileError{});
   // The worker checks the spec again: it is what reads files, whoever sent it.
   auto spec = spec_from_json(input).and_then([](const CompileSpec& s) { return prepare_spec(s); });
@@ -112,6 +167,7 @@ int main(int argc, char** argv) {
   } else if (auto backend = make_backend(spec->backend); !backend) {
     outcome = tl::unexpected(backend.error());
   } else {
+    enter_sandbox(scratch, **backend);
     try {
       outcome = (*backend)->compile(*spec);
     } catch (const std::bad_alloc&) {

@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 
 namespace kcache::compiler {
@@ -81,6 +82,31 @@ constexpr std::size_t kStderrTail = 4096;
 std::string tail(const std::string& s, std::size_t n = kStderrTail) {
   return log_tail(clean_log(s), n);
 }
+
+// A fresh directory for one compile, removed with everything in it.
+class ScratchDir {
+public:
+  ScratchDir() {
+    std::error_code ec;
+    std::string pattern =
+        (std::filesystem::temp_directory_path(ec) / "kcache-worker-XXXXXX").string();
+    if (!ec && ::mkdtemp(pattern.data()) != nullptr) {
+      path_ = std::move(pattern);
+    }
+  }
+  ~ScratchDir() {
+    if (!path_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(path_, ec);
+    }
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+
+private:
+  std::string path_;
+};
 
 // Questions to the worker (--toolchains, --host-target) are not compiles:
 // whatever a job's limit, they get two minutes (the fingerprint walks the
@@ -287,7 +313,14 @@ CompileError WorkerRunner::limit_error(Limit limit, const Exchange& x, std::stri
 }
 
 WorkerOutcome WorkerRunner::run(const CompileSpec& spec, const std::stop_token& stop) const {
-  Exchange x = exchange({}, spec_to_json(spec), stop, /*limit_memory=*/true, limits_.wall_clock);
+  // The worker compiles in a directory the runner removes, even when a
+  // compiler crash or a kill leaves it behind.
+  const ScratchDir scratch;
+  std::vector<std::string> args;
+  if (!scratch.path().empty()) {
+    args = {"--scratch", scratch.path()};
+  }
+  Exchange x = exchange(args, spec_to_json(spec), stop, /*limit_memory=*/true, limits_.wall_clock);
   if (!x.started) {
     return failure(CompileError::Code::kInternal, x.start_error);
   }
@@ -412,6 +445,21 @@ tl::expected<Toolchains, std::string> WorkerRunner::toolchains() const {
     return tl::unexpected("cannot run " + worker_binary_ + " --toolchains: " + tail(x.errors, 400));
   }
   return decode_toolchains(x.reply);
+}
+
+tl::expected<std::string, std::string> WorkerRunner::sandbox() const {
+  Exchange x = exchange({"--sandbox"}, {}, {}, /*limit_memory=*/false, kQueryTime);
+  if (!x.started) {
+    return tl::unexpected(x.start_error);
+  }
+  std::string said = x.reply;
+  while (!said.empty() && said.back() == '\n') {
+    said.pop_back();
+  }
+  if (x.timed_out || !WIFEXITED(x.status) || WEXITSTATUS(x.status) != 0) {
+    return tl::unexpected(said.empty() ? tail(x.errors, 400) : said);
+  }
+  return said;
 }
 
 tl::expected<HostTarget, std::string> WorkerRunner::host_target() const {

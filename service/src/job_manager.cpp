@@ -93,6 +93,13 @@ JobManager::create(const JobsConfig& config, const std::string& journal_dir, sto
   if (!toolchains) {
     return tl::unexpected("kcache-worker: " + toolchains.error());
   }
+  if (auto sandbox = runner.sandbox()) {
+    spdlog::info("kcache-worker: compiles confined by {}", *sandbox);
+  } else {
+    spdlog::warn("kcache-worker: compiles run unconfined ({}); the spec checks still refuse host "
+                 "paths",
+                 sandbox.error());
+  }
   // Without it only target "native" is refused; every other spec works.
   std::optional<compiler::HostTarget> host_target;
   if (auto host = runner.host_target()) {

@@ -84,7 +84,18 @@ const std::vector<FlagCase>& flag_cases() {
        {"-DA", "-Xcompiler", "-DX"},
        true},
       {"xlinker_argument_kept", G, {"-Xlinker", "-s"}, {}, false},
-      {"clang_w_dropped", C, {"-O2"}, {"-O2", "-w"}, true},
+      {"clang_w_keyed", C, {"-O2"}, {"-O2", "-w"}, false},
+      // An option that takes the next argument keeps it: "-Wall" is its value.
+      {"trapv_handler_argument",
+       G,
+       {"-ftrapv-handler", "-Wall"},
+       {"-ftrapv-handler", "-Wextra"},
+       false},
+      {"gen_flag_is_not_debug_info",
+       G,
+       {"-gen-cdb-fragment-path", "a", "-O2"},
+       {"-gen-cdb-fragment-path", "b", "-O2"},
+       false},
       {"unknown_flag_argument_stays",
        G,
        {"-Zunknown", "-DX", "-DY"},
@@ -103,10 +114,14 @@ const std::vector<FlagCase>& flag_cases() {
       {"include_dirs_differ", G, {"-I", "dirA"}, {"-I", "dirB"}, false},
       {"include_spellings_match", G, {"-I", "dirA"}, {"-IdirA"}, true},
       // --- diagnostics never change a successful output ---
-      {"werror_dropped_from_key", G, {"-O2", "-Werror"}, {"-O2"}, true},
-      {"warnings_dropped", C, {"-Wall", "-Wextra", "-O2"}, {"-O2"}, true},
-      {"nvrtc_disable_warnings", N, {"-w"}, {}, true},
-      {"nvrtc_diag_suppress", N, {"--diag-suppress=177"}, {}, true},
+      {"werror_keyed", G, {"-O2", "-Werror"}, {"-O2"}, false},
+      {"warnings_keyed", C, {"-Wall", "-Wextra", "-O2"}, {"-O2"}, false},
+      // clang undefines __DEPRECATED under -Wno-deprecated: no warning flag is
+      // provably diagnostics-only.
+      {"wno_deprecated_changes_a_macro", C, {"-Wno-deprecated"}, {}, false},
+      {"nvrtc_disable_warnings_keyed", N, {"-w"}, {}, false},
+      {"nvrtc_disable_warnings_spellings", N, {"-w"}, {"--disable-warnings"}, true},
+      {"nvrtc_diag_suppress_keyed", N, {"--diag-suppress=177"}, {}, false},
       {"wl_is_not_a_warning", G, {"-Wl,-z,now"}, {}, false},
       {"wa_is_not_a_warning", G, {"-Wa,--noexecstack"}, {}, false},
       {"wp_is_not_a_warning", G, {"-Wp,-DX"}, {}, false},
@@ -160,6 +175,10 @@ TEST(CompilerFlags, UnknownFlagsAreErrorsForCompilerFamilies) {
   EXPECT_FALSE(parse_flags(FlagFamily::kClang, Args{"--frobnicate"}).has_value());
   EXPECT_FALSE(parse_flags(FlagFamily::kNvrtc, Args{"-D"}).has_value()) << "missing value";
   EXPECT_FALSE(parse_flags(FlagFamily::kClang, Args{"-D", "1X"}).has_value()) << "bad name";
+  EXPECT_FALSE(parse_flags(FlagFamily::kClang, Args{"-ftrapv-handler", "-Wall"}).has_value())
+      << "takes an argument kcache does not check";
+  EXPECT_FALSE(parse_flags(FlagFamily::kClang, Args{"-gen-reproducer"}).has_value())
+      << "not a debug-info level";
 }
 
 TEST(CompilerFlags, RolesOfHostPathAndFileFlags) {
@@ -179,6 +198,8 @@ TEST(CompilerFlags, RolesOfHostPathAndFileFlags) {
   EXPECT_EQ(role_of(FlagFamily::kNvrtc, {"-I", "/etc"}), FlagRole::kHostPath);
   EXPECT_EQ(role_of(FlagFamily::kNvrtc, {"-arch=sm_90"}), FlagRole::kSetByKcache);
   EXPECT_EQ(role_of(FlagFamily::kNvrtc, {"--pch"}), FlagRole::kWritesFile);
+  EXPECT_EQ(role_of(FlagFamily::kClang, {"-mllvm=-stats"}), FlagRole::kWritesFile);
+  EXPECT_EQ(role_of(FlagFamily::kClang, {"-g3"}), FlagRole::kCodegen);
 }
 
 TEST(CompilerFlags, RenderingIsIdempotent) {

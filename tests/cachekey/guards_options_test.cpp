@@ -44,7 +44,7 @@ TEST(Guards, Errors) {
   EXPECT_FALSE(normalize_guard("s0 == 2)").has_value());
 }
 
-TEST(Options, DropsDiagnosticsAndOutputPathsKeepsIncludePaths) {
+TEST(Options, DropsOutputPathsKeepsIncludePathsAndWarnings) {
   const std::vector<std::string> flags = {"-O3",
                                           "-I",
                                           "/a",
@@ -61,10 +61,10 @@ TEST(Options, DropsDiagnosticsAndOutputPathsKeepsIncludePaths) {
                                           "--use_fast_math",
                                           "-DZ=2"};
   // Include paths stay: a client key cannot know what they hold.
-  EXPECT_EQ(
-      normalize_options(flags),
-      (std::vector<std::string>{"-O3", "--include-path=/a", "--include-path=/b", "-isystem=/c",
-                                "-Wl,--as-needed", "--use_fast_math", "-DA=1", "-DZ=2"}));
+  EXPECT_EQ(normalize_options(flags),
+            (std::vector<std::string>{"-O3", "--include-path=/a", "--include-path=/b",
+                                      "-isystem=/c", "-Wall", "--disable-warnings",
+                                      "-Wl,--as-needed", "--use_fast_math", "-DA=1", "-DZ=2"}));
 }
 
 TEST(Options, OrderOfOtherFlagsMatters) {

@@ -51,10 +51,10 @@ TEST(CompileSpec, KeyChangesWithEverythingThatDecidesTheBinary) {
     EXPECT_NE(compile_key(variants[i], kToolchain), key) << "variant " << i;
   }
   EXPECT_NE(compile_key(base(), cachekey::ToolchainFingerprint().add("nvrtc", "13.1")), key);
-  // Diagnostics, spellings and the order of independent defines do not
-  // change the key (NVRTC's flags: the cuda backend's family).
+  // Spellings and the order of independent defines do not change the key
+  // (NVRTC's flags: the cuda backend's family).
   CompileSpec same = base();
-  same.options = {"-DA=1", "-w", "-use_fast_math"};
+  same.options = {"-DA=1", "-use_fast_math"};
   EXPECT_EQ(compile_key(same, kToolchain), key);
 }
 

@@ -30,7 +30,7 @@ std::string_view family_name(FlagFamily family);
 enum class FlagRole {
   kCodegen,          // may change the output: kept, in order
   kMacro,            // -D / -U: resolved into the macro table
-  kDiagnostic,       // warnings and messages only: never in the key
+  kDiagnostic,       // warnings and messages (kept in the key: some change macros)
   kDependencyOutput, // writes a dependency file beside the output (-MD, -MF x)
   kOutputPath,       // names the output file (-o x)
   kHostPath,         // makes the compiler read a host path (-I, -include, @file)
@@ -67,9 +67,11 @@ tl::expected<std::vector<Flag>, FlagError> parse_flags(FlagFamily family,
                                                        std::span<const std::string> args);
 
 // The flags in canonical form with the macro table resolved. `for_key` leaves
-// out what cannot change a successful output: diagnostics, dependency files
-// and the output path. Compilers are given the full rendering (for_key false),
-// so a worker compiles exactly what the key names.
+// out only the dependency-file and output-path flags, which name where side
+// files go. Warning flags stay: clang's -Wno-deprecated undefines
+// __DEPRECATED, so "diagnostics only" is not a rule that can be proven.
+// Compilers are given the full rendering (for_key false), so a worker
+// compiles exactly what the key names.
 std::vector<std::string> render_flags(std::span<const Flag> flags, bool for_key);
 
 } // namespace kcache::cachekey

@@ -1,10 +1,10 @@
 #pragma once
 // Compile options as the key sees them: parsed per compiler family with their
 // arguments (compiler_flags.h), in canonical spelling, with -D/-U resolved to
-// the final macro table. Only what cannot change a successful output is left
-// out: diagnostics (-W..., -w), dependency files (-MD, -MF x) and the output
-// path (-o x). Everything else keeps its relative order; a flag the family's
-// table does not know is kept verbatim with its argument, never dropped.
+// the final macro table. Only dependency files (-MD, -MF x) and the output
+// path (-o x) are left out; warning flags stay (-Wno-deprecated changes a
+// macro). Everything else keeps its relative order; a flag the family's table
+// does not know is kept verbatim with its argument, never dropped.
 
 #include <kcache/cachekey/compiler_flags.h>
 #include <kcache/cachekey/sha256.h>

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kcache::compiler {
 
@@ -46,6 +47,9 @@ public:
   virtual Backend kind() const = 0;
   // Versions of everything that decides this backend's output.
   virtual cachekey::ToolchainFingerprint toolchain() const = 0;
+  // Where the toolchain lives outside the system directories (a CUDA Toolkit
+  // under /opt): a confined worker may read there.
+  virtual std::vector<std::string> toolchain_dirs() const { return {}; }
   virtual CompileOutcome compile(const CompileSpec& spec) const = 0;
 };
 

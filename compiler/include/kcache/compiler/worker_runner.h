@@ -44,6 +44,8 @@ public:
   tl::expected<Toolchains, std::string> toolchains() const;
   // This host's CPU as the worker's LLVM sees it (for target "native").
   tl::expected<HostTarget, std::string> host_target() const;
+  // How compiles are confined ("landlock 7"), or why they run unconfined.
+  tl::expected<std::string, std::string> sandbox() const;
   const WorkerLimits& limits() const { return limits_; }
   const std::string& binary() const { return worker_binary_; }
 
