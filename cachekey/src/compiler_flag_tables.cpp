@@ -118,7 +118,7 @@ constexpr std::array kClang = std::to_array<FlagSpec>({
     {"-M", "", kNone, kSetByKcache},
     {"-o", "", kJoinedOrSeparate, kOutputPath},
     {"--target", "", kEquals, kSetByKcache},
-    {"--target", "-target", kSeparate, kSetByKcache},
+    {"-target", "", kSeparate, kSetByKcache},
     {"-march", "", kEquals, kSetByKcache},
     {"-mcpu", "", kEquals, kSetByKcache},
     {"-x", "", kJoinedOrSeparate, kSetByKcache},

@@ -52,13 +52,14 @@ std::optional<Match> match(const FlagSpec& spec, std::string_view name, std::str
       m.has_value = m.takes_next = true;
       return m;
     }
-    if (token.starts_with(name) && token.size() > name.size() && token[name.size()] == '=') {
-      m.value = std::string(token.substr(name.size() + 1));
+    // "-D=X" defines "=X", as clang reads it: a short name glues its value.
+    if (spec.form == ArgForm::kJoinedOrSeparate && is_short(name) && token.starts_with(name)) {
+      m.value = std::string(token.substr(name.size()));
       m.has_value = true;
       return m;
     }
-    if (spec.form == ArgForm::kJoinedOrSeparate && is_short(name) && token.starts_with(name)) {
-      m.value = std::string(token.substr(name.size()));
+    if (token.starts_with(name) && token.size() > name.size() && token[name.size()] == '=') {
+      m.value = std::string(token.substr(name.size() + 1));
       m.has_value = true;
       return m;
     }
@@ -169,7 +170,9 @@ std::vector<std::string> Flag::canonical() const {
   }
   switch (form) {
   case FlagForm::kGlued:
-    return {name + value};
+    // An empty value glued on would vanish ("-x" ""): it stays separate.
+    return value.empty() ? std::vector<std::string>{name, value}
+                         : std::vector<std::string>{name + value};
   case FlagForm::kEquals:
     return {name + "=" + value};
   case FlagForm::kTwoArgs:

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -212,6 +213,66 @@ TEST(CompilerFlags, RenderingIsIdempotent) {
   EXPECT_EQ(render_flags(*twice, false), rendered);
   EXPECT_EQ(rendered, (Args{"--ptxas-options=-v", "--use_fast_math", "--disable-warnings",
                             "--std=c++17", "-DX=1", "-UY"}));
+}
+
+// What kcached renders, the worker parses again: rendering must be a fixed
+// point for any argument list (found: "-target" X, "-I" "=", "-x" "").
+TEST(CompilerFlags, RenderingIsAFixedPointForRandomArguments) {
+  const std::vector<std::string> pool = {"-D",
+                                         "-U",
+                                         "-DX",
+                                         "-UX",
+                                         "X",
+                                         "X=1",
+                                         "-Xptxas",
+                                         "-O0",
+                                         "-I",
+                                         "/x",
+                                         "-o",
+                                         "a",
+                                         "-MF",
+                                         "-std",
+                                         "c++17",
+                                         "--std=c++17",
+                                         "-w",
+                                         "-target",
+                                         "-x",
+                                         "cu",
+                                         "-mllvm",
+                                         "-g3",
+                                         "-ftrapv-handler",
+                                         "-Wall",
+                                         "=",
+                                         "",
+                                         "-",
+                                         "--",
+                                         "-DF(a)=a",
+                                         "-DA,B=1",
+                                         "--define-macro",
+                                         "@f",
+                                         "-Zfoo",
+                                         "-fno-x",
+                                         "-mavx2",
+                                         "--ptxas-options",
+                                         "-gen-reproducer"};
+  std::mt19937 rng(11);
+  for (int round = 0; round < 20000; ++round) {
+    Args args(rng() % 6);
+    for (std::string& a : args) {
+      a = pool[rng() % pool.size()];
+    }
+    for (FlagFamily family : {FlagFamily::kGeneric, FlagFamily::kNvrtc, FlagFamily::kClang}) {
+      auto parsed = parse_flags(family, args);
+      ASSERT_TRUE(parsed || family != FlagFamily::kGeneric) << show(args);
+      if (!parsed) {
+        continue;
+      }
+      const Args rendered = render_flags(*parsed, /*for_key=*/false);
+      auto again = parse_flags(family, rendered);
+      ASSERT_TRUE(again.has_value()) << show(args) << " -> " << show(rendered);
+      ASSERT_EQ(render_flags(*again, false), rendered) << show(args);
+    }
+  }
 }
 
 } // namespace

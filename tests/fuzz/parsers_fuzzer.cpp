@@ -8,7 +8,9 @@
 #include <kcache/cachekey/hash_details.h>
 #include <kcache/cachekey/key_manifest.h>
 #include <kcache/cachekey/wire.h>
+#include <kcache/cachekey/compiler_flags.h>
 #include <kcache/compiler/compile_spec.h>
+#include <kcache/compiler/spec_check.h>
 #include <kcache/compiler/expression.h>
 #include <kcache/compiler/worker_protocol.h>
 #include <kcache/service/job.h>
@@ -17,6 +19,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -45,6 +48,35 @@ void explain_hash_details(std::string_view input) {
                                              ck::parse_hash_details(sides[1])));
 }
 
+// Compiler flags as NUL-separated arguments, in each family: parsing never
+// fails in the generic one, and rendering is a fixed point (the worker parses
+// what kcached rendered).
+void parse_flags(std::string_view input) {
+  namespace ck = kcache::cachekey;
+  std::vector<std::string> args;
+  std::size_t start = 0;
+  while (start <= input.size()) {
+    const std::size_t end = std::min(input.find('\0', start), input.size());
+    args.emplace_back(input.substr(start, end - start));
+    start = end + 1;
+  }
+  for (ck::FlagFamily family :
+       {ck::FlagFamily::kGeneric, ck::FlagFamily::kNvrtc, ck::FlagFamily::kClang}) {
+    auto parsed = ck::parse_flags(family, args);
+    if (!parsed) {
+      if (family == ck::FlagFamily::kGeneric) {
+        std::abort();
+      }
+      continue;
+    }
+    const auto rendered = ck::render_flags(*parsed, /*for_key=*/false);
+    auto again = ck::parse_flags(family, rendered);
+    if (!again || ck::render_flags(*again, false) != rendered) {
+      std::abort();
+    }
+  }
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -53,9 +85,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   const std::string_view input(reinterpret_cast<const char*>(data + 1), size - 1);
   // First bytes from 0xF0 pick the job-side parsers, 0xE0-0xEF Inductor's
-  // hash details (the older seeds keep theirs).
+  // hash details, 0xD0-0xDF compile specs and flags (older seeds keep theirs).
   if (data[0] >= 0xE0 && data[0] < 0xF0) {
     explain_hash_details(input);
+    return 0;
+  }
+  // 0xD0-0xDF: compile specs through the hermetic check, and flag lists.
+  if (data[0] >= 0xD0 && data[0] < 0xE0) {
+    if (data[0] % 2 == 0) {
+      if (auto spec = kcache::compiler::spec_from_json(input)) {
+        (void)kcache::compiler::prepare_spec(*spec);
+      }
+    } else {
+      parse_flags(input);
+    }
     return 0;
   }
   if (data[0] >= 0xF0) {
