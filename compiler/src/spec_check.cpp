@@ -1,5 +1,4 @@
-#include "include_scan.h"
-
+#include <kcache/cachekey/source_includes.h>
 #include <kcache/compiler/spec_check.h>
 
 #include <algorithm>
@@ -10,8 +9,10 @@
 namespace kcache::compiler {
 namespace {
 
+using cachekey::check_relative_name;
 using cachekey::FlagFamily;
 using cachekey::FlagRole;
+using cachekey::scan_includes;
 
 std::string join(const auto& items, std::string_view sep) {
   std::string out;

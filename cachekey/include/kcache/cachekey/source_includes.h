@@ -1,5 +1,6 @@
 #pragma once
-// Finds what a C/C++/CUDA source would make the preprocessor read from disk:
+// What a C/C++/CUDA source would make the preprocessor read from disk (for
+// kcached's hermetic-spec check and the clients' header packing):
 // #include, #include_next, #import, #embed, __has_include, __has_embed and
 // "#pragma GCC dependency", plus assembler .include/.incbin in inline asm.
 // The scan follows the phases that decide what a directive is (line splices,
@@ -13,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kcache::compiler {
+namespace kcache::cachekey {
 
 struct IncludeRef {
   std::string name; // as written between the quotes or brackets
@@ -29,4 +30,4 @@ tl::expected<std::vector<IncludeRef>, std::string> scan_includes(std::string_vie
 // "..", no backslash, no NUL, not empty. Returns why not.
 tl::expected<void, std::string> check_relative_name(std::string_view name);
 
-} // namespace kcache::compiler
+} // namespace kcache::cachekey

@@ -1,10 +1,10 @@
-#include "include_scan.h"
+#include <kcache/cachekey/source_includes.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
 
-namespace kcache::compiler {
+namespace kcache::cachekey {
 namespace {
 
 // Stands for a newline inside a raw string literal: it does not end a line.
@@ -377,4 +377,4 @@ tl::expected<std::vector<IncludeRef>, std::string> scan_includes(std::string_vie
   return refs;
 }
 
-} // namespace kcache::compiler
+} // namespace kcache::cachekey
