@@ -36,6 +36,10 @@ void initialize_llvm_targets() {
   std::call_once(once, [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
+    // Inline asm in a kernel needs the parser (without it LLVM aborts). Its
+    // file directives (.incbin, .include) are refused at submit, and the
+    // worker is confined to the toolchain's files anyway.
+    llvm::InitializeNativeTargetAsmParser();
     LLVMInitializeNVPTXTargetInfo();
     LLVMInitializeNVPTXTarget();
     LLVMInitializeNVPTXTargetMC();

@@ -106,6 +106,21 @@ TEST(CppBackend, CompileErrorsComeWithClangsDiagnostic) {
   EXPECT_NE(result.error().log.find("undefined_variable"), std::string::npos) << result.error().log;
 }
 
+// Inline asm once aborted the whole worker (no asm parser was registered).
+TEST(CppBackend, CompilesInlineAsm) {
+  CompileSpec s = spec();
+  s.source.text = "extern \"C\" int f(int x) {\n  asm volatile(\"nop\");\n  int y;\n"
+                  "  asm(\"leal 1(%1), %0\" : \"=r\"(y) : \"r\"(x));\n  return y;\n}\n";
+  s.name_expressions = {"f"};
+  s.output = OutputKind::kObject;
+  auto result = (*make_backend(Backend::kCpp))->compile(s);
+  ASSERT_TRUE(result.has_value()) << result.error().message << "\n" << result.error().log;
+  EXPECT_EQ(result->binary.rfind("\x7f"
+                                 "ELF",
+                                 0),
+            0U);
+}
+
 TEST(CppBackend, RejectsWhatItCannotDo) {
   CompileSpec s = spec();
   s.output = OutputKind::kCubin;

@@ -145,6 +145,31 @@ TEST_F(Hermetic, RelativeIncludesDoNotReachTheWorkersDirectory) {
   EXPECT_NE(job.dump().find("canary.h"), std::string::npos) << "the log names the missing file";
 }
 
+// Past the checks (string literals pasted into ".incbin"), the kernel still
+// says no: the worker is confined to the toolchain's files by Landlock.
+TEST_F(Hermetic, AConfinedWorkerCannotReadAHostFile) {
+  if (kcached_.log().find("confined by landlock") == std::string::npos) {
+    GTEST_SKIP() << "this kernel offers no Landlock";
+  }
+  const std::string source = "asm(\".inc\" \"bin \\\"" + canary_.string() +
+                             "\\\"\");\nextern \"C\" int f() { return 1; }\n";
+  const auto [status, body] = submit(spec("cpp", source));
+  ASSERT_EQ(status, 202) << "the static check cannot see this one: " << body;
+  const std::string id = json::parse(body)["job"]["id"];
+  json job;
+  for (int i = 0; i < 200; ++i) {
+    auto res = client_->request(client::HttpMethod::kGet, "/v1/jobs/" + id + "?wait_ms=1000");
+    ASSERT_TRUE(res.has_value());
+    job = json::parse(res->body);
+    if (job["state"] == "failed" || job["state"] == "succeeded") {
+      break;
+    }
+  }
+  EXPECT_EQ(job["state"], "failed") << job.dump();
+  EXPECT_EQ(job.dump().find(kSecret), std::string::npos) << job.dump();
+  EXPECT_NE(job.dump().find("Could not find incbin file"), std::string::npos) << job.dump();
+}
+
 TEST_F(Hermetic, UnknownTargetsAreRefusedWithTheValidValues) {
   json s = spec("cpp", "extern \"C\" int f() { return 1; }\n");
   s["target"] = "notacpu";
