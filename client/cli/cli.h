@@ -60,4 +60,9 @@ int cmd_job(Cli& cli);
 int cmd_cancel(Cli& cli);
 int cmd_submit(Cli& cli);
 
+// Reads SPEC.json (args[0]), packing the headers it includes from disk when
+// `pack` (pack_commands.cpp); -I DIR options add include dirs.
+int read_spec(const Cli& cli, bool pack, std::string& spec);
+int cmd_pack_headers(Cli& cli);
+
 } // namespace kcache::cli

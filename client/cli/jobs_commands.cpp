@@ -308,11 +308,10 @@ int cmd_submit(Cli& cli) {
   if (cli.args.size() != 1) {
     return usage_error("submit needs one SPEC.json");
   }
-  std::ifstream in(cli.args[0], std::ios::binary);
-  if (!in) {
-    return usage_error("cannot read " + cli.args[0]);
+  std::string spec;
+  if (int rc = read_spec(cli, cli.flags.count("pack-headers") != 0, spec); rc != kOk) {
+    return rc;
   }
-  const std::string spec((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   auto submitted =
       cli.client->submit(cli.option("key"), spec, std::atoi(cli.option("priority", "0").c_str()));
   if (!submitted) {

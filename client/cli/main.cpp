@@ -54,8 +54,14 @@ compile jobs:
   jobs watch [--interval-ms N]  follow unfinished and new jobs until none is left (progress)
   job ID [--wait SECONDS]       one job: state, timings, keys, error and compiler log
   cancel ID                     cancel a queued or running job (submit role)
-  submit SPEC.json [--key K] [--priority N] [--wait SECONDS]
-                                submit a compile spec (JSON, see compiler/compile_spec.h)
+  submit SPEC.json [--key K] [--priority N] [--wait SECONDS] [--pack-headers [-I DIR]...]
+                                submit a compile spec (JSON, see compiler/compile_spec.h);
+                                --pack-headers packs the headers it includes from this
+                                machine first (as pack-headers does)
+  pack-headers SPEC.json [-I DIR]... [-o OUT]
+                                print the spec (or write OUT) with the headers it includes
+                                from the spec's -I dirs, then the DIRs, packed into
+                                "headers" (kcached refuses -I DIR and host-path includes)
 
 The server comes from --url, else $KCACHE_URL, else http://127.0.0.1:7070
 (unix:///path for a Unix socket); the token from --token or $KCACHE_TOKEN.
@@ -444,8 +450,9 @@ int cmd_gc(Cli& cli) {
 
 int main(int argc, char** argv) {
   static const std::set<std::string> kValued = {
-      "url",      "token", "timeout-ms", "area",  "prefix", "sort", "limit",    "o",
-      "producer", "meta",  "max-size",   "state", "wait",   "key",  "priority", "interval-ms"};
+      "url",   "token", "timeout-ms", "area",        "prefix",   "sort",
+      "limit", "o",     "producer",   "meta",        "max-size", "state",
+      "wait",  "key",   "priority",   "interval-ms", "I"};
   Cli cli;
   kcache::client::ClientOptions options;
   if (const char* url = std::getenv("KCACHE_URL"); url != nullptr && *url != '\0') {
@@ -461,7 +468,9 @@ int main(int argc, char** argv) {
       std::fputs(kUsageText, stdout);
       return kOk;
     }
-    if (a.starts_with("-") && a.size() > 1) {
+    if (a.starts_with("-I") && a.size() > 2) {
+      cli.options.emplace("I", a.substr(2)); // -IDIR, as compilers take it
+    } else if (a.starts_with("-") && a.size() > 1) {
       const std::string name = a.substr(a.find_first_not_of('-'));
       if (kValued.count(name)) {
         if (i + 1 >= argc) {
@@ -495,10 +504,13 @@ int main(int argc, char** argv) {
   cli.client = std::move(*client);
 
   static const std::map<std::string, int (*)(Cli&)> kCommands = {
-      {"stats", cmd_stats},  {"ls", cmd_ls},     {"show", cmd_show},       {"get", cmd_get},
-      {"put", cmd_put},      {"rm", cmd_rm},     {"explain", cmd_explain}, {"verify", cmd_verify},
-      {"gc", cmd_gc},        {"jobs", cmd_jobs}, {"job", cmd_job},         {"cancel", cmd_cancel},
-      {"submit", cmd_submit}};
+      {"stats", cmd_stats},     {"ls", cmd_ls},
+      {"show", cmd_show},       {"get", cmd_get},
+      {"put", cmd_put},         {"rm", cmd_rm},
+      {"explain", cmd_explain}, {"verify", cmd_verify},
+      {"gc", cmd_gc},           {"jobs", cmd_jobs},
+      {"job", cmd_job},         {"cancel", cmd_cancel},
+      {"submit", cmd_submit},   {"pack-headers", cmd_pack_headers}};
   const auto it = kCommands.find(command);
   if (it == kCommands.end()) {
     return usage_error("unknown command '" + command + "'");

@@ -1,6 +1,7 @@
 // The C ABI over kcache::client::Client. No exception crosses it.
 
 #include <kcache/client/client.h>
+#include <kcache/client/pack_headers.h>
 #include <kcache/kcache.h>
 
 #include <nlohmann/json.hpp>
@@ -466,6 +467,28 @@ kcache_status kcache_put_record(kcache_client* client, const char* key, const ch
     std::string bytes(reinterpret_cast<const char*>(data), size);
     auto ok = client->impl->put(key, {{"value", std::move(bytes)}}, options);
     return ok ? KCACHE_OK : to_status(ok.error());
+  });
+}
+
+kcache_status kcache_pack_headers(const char* spec_json, const char* const* include_dirs,
+                                  size_t n_dirs, kcache_buffer* out_json) {
+  if (spec_json == nullptr || out_json == nullptr || (n_dirs > 0 && include_dirs == nullptr)) {
+    return fail(KCACHE_ERR_INVALID, "kcache_pack_headers: NULL argument");
+  }
+  *out_json = kcache_buffer{nullptr, 0};
+  return guarded([&] {
+    kcache::client::PackOptions options;
+    for (size_t i = 0; i < n_dirs; ++i) {
+      if (include_dirs[i] == nullptr) {
+        return fail(KCACHE_ERR_INVALID, "kcache_pack_headers: NULL include dir");
+      }
+      options.include_dirs.emplace_back(include_dirs[i]);
+    }
+    auto packed = kcache::client::pack_headers(spec_json, options);
+    if (!packed) {
+      return to_status(packed.error());
+    }
+    return fill(out_json, *packed) ? KCACHE_OK : fail(KCACHE_ERR_PROTOCOL, "out of memory");
   });
 }
 

@@ -21,7 +21,7 @@ extern "C" {
 
 /* C names are snake_case by convention; C++ naming rules do not apply here. */
 /* NOLINTBEGIN(readability-identifier-naming) */
-#define KCACHE_ABI_VERSION 4
+#define KCACHE_ABI_VERSION 5 /* 5: kcache_pack_headers */
 #define KCACHE_API __attribute__((visibility("default")))
 
 typedef enum kcache_status {
@@ -145,6 +145,19 @@ KCACHE_API kcache_status kcache_put_record(kcache_client* client, const char* ke
  * ({"key", "producer", "metadata", "outputs", ...}). */
 KCACHE_API kcache_status kcache_get_record(kcache_client* client, const char* key, int32_t wait_ms,
                                            kcache_buffer* value, kcache_buffer* record_json);
+
+/* ABI 5: kcache_pack_headers. kcached refuses specs whose options name host
+ * paths (-I DIR, -isystem, ...) or whose sources include absolute or ".."
+ * paths. This packs the headers a spec includes from this machine's disk into
+ * its "headers", under the names they are included by: it searches the
+ * spec's own include dirs (which it removes from "options"), then
+ * include_dirs[0..n_dirs), as the compiler would; an include found nowhere is
+ * left to the toolchain. out_json: the packed spec. Needs no client.
+ * KCACHE_ERR_INVALID (see kcache_last_error) for two files under one name,
+ * an absolute or ".." include, an unreadable file or more than 64 MiB or
+ * 10000 headers. See kcache/client/pack_headers.h. */
+KCACHE_API kcache_status kcache_pack_headers(const char* spec_json, const char* const* include_dirs,
+                                             size_t n_dirs, kcache_buffer* out_json);
 
 KCACHE_API void kcache_buffer_free(kcache_buffer* buffer);
 
