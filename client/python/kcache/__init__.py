@@ -22,9 +22,9 @@ import threading
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-__all__ = ["Client", "Compiled", "KcacheError", "load_library", "Status"]
+__all__ = ["Client", "Compiled", "KcacheError", "load_library", "pack_headers", "Status"]
 
-ABI_VERSION = 4
+ABI_VERSION = 5  # 5: kcache_pack_headers
 
 
 class Status:
@@ -155,6 +155,12 @@ def load_library() -> ctypes.CDLL:
             ctypes.POINTER(_Buffer),
             ctypes.POINTER(_Buffer),
         ]
+        lib.kcache_pack_headers.argtypes = [
+            ctypes.c_char_p,
+            ctypes.POINTER(ctypes.c_char_p),
+            ctypes.c_size_t,
+            ctypes.POINTER(_Buffer),
+        ]
         lib.kcache_buffer_free.argtypes = [ctypes.POINTER(_Buffer)]
         lib.kcache_buffer_free.restype = None
         _lib = lib
@@ -166,6 +172,30 @@ def _take(lib, buf: _Buffer) -> bytes:
         return ctypes.string_at(buf.data, buf.size) if buf.size else b""
     finally:
         lib.kcache_buffer_free(ctypes.byref(buf))
+
+
+def pack_headers(spec, include_dirs: Sequence[str] = ()) -> dict:
+    """The compile spec with the headers it includes from this machine packed in.
+
+    kcached refuses specs whose options name host paths (``-I DIR``,
+    ``-isystem``...) or that include absolute or ".." paths. This searches the
+    spec's own include dirs (and removes them from "options"), then
+    ``include_dirs``, as the compiler would, and adds every header found to
+    "headers" under the name it is included by; includes found nowhere are
+    left to the toolchain. ``spec`` is a dict or JSON text. Raises KcacheError
+    (two files under one name, a ".." include, an unreadable file, limits).
+    """
+    lib = load_library()
+    text = (spec if isinstance(spec, str) else json.dumps(spec)).encode()
+    if isinstance(include_dirs, (str, bytes, os.PathLike)):
+        include_dirs = [include_dirs]  # one dir, not its characters
+    dirs = [os.fsencode(d) for d in include_dirs]
+    c_dirs = (ctypes.c_char_p * len(dirs))(*dirs)
+    buf = _Buffer()
+    status = lib.kcache_pack_headers(text, c_dirs, len(dirs), ctypes.byref(buf))
+    if status != Status.OK:
+        raise KcacheError(status, lib.kcache_last_error().decode(errors="replace"))
+    return json.loads(_take(lib, buf))
 
 
 class Compiled:
