@@ -169,7 +169,29 @@ void encode_type(CanonicalWriter& w, const TensorType& type, const SymbolMap& sy
   }
 }
 
-void encode_attr(CanonicalWriter& w, const AttrValue& attr) {
+// A string attribute is hashed as written (symbols are never renamed inside
+// it: "mean" stays "mean" even when a dim is called mean). When it contains the
+// name of one of the graph's symbols, which of the canonical symbols that name
+// is follows it, so {"size": ["seq"]} over x:[batch], y:[seq] differs from
+// the same attribute over x:[seq], y:[batch].
+void encode_string(CanonicalWriter& w, const std::string& value, const SymbolMap& symbols) {
+  std::vector<const SymbolMap::value_type*> named;
+  for (const auto& entry : symbols) {
+    if (value.find(entry.first) != std::string::npos) {
+      named.push_back(&entry);
+    }
+  }
+  if (named.empty()) {
+    w.str(value);
+    return;
+  }
+  w.tag("str-naming-symbols").str(value).list(named.size());
+  for (const auto* entry : named) { // in name order (the map's)
+    w.str(entry->first).str(entry->second);
+  }
+}
+
+void encode_attr(CanonicalWriter& w, const AttrValue& attr, const SymbolMap& symbols) {
   std::visit(
       [&](const auto& v) {
         using T = std::decay_t<decltype(v)>;
@@ -182,11 +204,11 @@ void encode_attr(CanonicalWriter& w, const AttrValue& attr) {
         } else if constexpr (std::is_same_v<T, double>) {
           w.f64(v);
         } else if constexpr (std::is_same_v<T, std::string>) {
-          w.str(v);
+          encode_string(w, v, symbols);
         } else {
           w.list(v.size());
           for (const AttrValue& item : v) {
-            encode_attr(w, item);
+            encode_attr(w, item, symbols);
           }
         }
       },
@@ -200,7 +222,7 @@ Digest digest_node(const Node& node, std::uint64_t effect_position, const std::v
   w.list(node.attrs.size());
   for (const auto& [name, value] : node.attrs) {
     w.str(name);
-    encode_attr(w, value);
+    encode_attr(w, value, symbols);
   }
   w.list(node.outputs.size());
   for (const TensorType& type : node.outputs) {

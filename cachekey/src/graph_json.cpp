@@ -64,9 +64,7 @@ tl::expected<std::vector<Dim>, GraphError> parse_dims(const json& dims, std::str
   }
   std::vector<Dim> out;
   for (const json& d : dims) {
-    if (d.is_number_unsigned() && d.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
-      return fail(std::string(what) + " entry " + d.dump() + " is outside the int64 range");
-    }
+    // check_integer_literals refused every integer outside int64 already.
     if (d.is_number_integer()) {
       out.push_back(Dim::fixed(d.get<std::int64_t>()));
     } else if (d.is_string() && !d.get_ref<const std::string&>().empty()) {
@@ -107,11 +105,7 @@ tl::expected<AttrValue, GraphError> parse_attr(const json& j) {
   case json::value_t::boolean:
     return AttrValue(j.get<bool>());
   case json::value_t::number_integer:
-    return AttrValue(j.get<std::int64_t>());
-  case json::value_t::number_unsigned:
-    if (j.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
-      return fail("attribute integer out of int64 range");
-    }
+  case json::value_t::number_unsigned: // within int64: check_integer_literals
     return AttrValue(j.get<std::int64_t>());
   case json::value_t::number_float:
     // JSON cannot write inf; a literal that overflows a double is refused.
@@ -211,7 +205,44 @@ tl::expected<PendingNode, GraphError> parse_node(const json& j) {
   return node;
 }
 
-// Adds nodes in dependency order (any order is accepted in the file).
+bool is_effectful(const PendingNode& node) {
+  return node.effectful || is_effectful_op(node.op);
+}
+
+// Effects happen in file order, and every node keeps its place among them. A
+// node may name a node listed after it (that node is added first), but only
+// when no effectful node lies between them, the named one included: moving it
+// (and whatever it reads) ahead would reorder it against that effect.
+tl::expected<void, GraphError>
+check_forward_references(const std::vector<PendingNode>& pending,
+                         const std::map<std::string, std::size_t>& index) {
+  std::vector<std::size_t> effects_before(pending.size() + 1, 0); // in [0, i)
+  for (std::size_t i = 0; i < pending.size(); ++i) {
+    effects_before[i + 1] = effects_before[i] + (is_effectful(pending[i]) ? 1 : 0);
+  }
+  for (std::size_t i = 0; i < pending.size(); ++i) {
+    for (const Ref& ref : pending[i].inputs) {
+      const auto it = index.find(ref.node);
+      if (it == index.end() || it->second <= i) {
+        continue;
+      }
+      const std::size_t later = it->second;
+      if (effects_before[later + 1] == effects_before[i + 1]) {
+        continue;
+      }
+      const std::string reason = is_effectful(pending[later])
+                                     ? "effectful node '" + ref.node + "'"
+                                     : "'" + ref.node + "', listed after an effectful node";
+      return fail("node '" + pending[i].name + "' refers to " + reason +
+                  " below it: effects keep the order of the file, so list nodes after the "
+                  "effects they read");
+    }
+  }
+  return {};
+}
+
+// Adds nodes in dependency order (a node may be listed before its inputs, as
+// check_forward_references allows).
 tl::expected<void, GraphError> add_in_dependency_order(Graph& graph,
                                                        std::vector<PendingNode>& pending,
                                                        std::map<std::string, NodeId>& ids) {
@@ -220,6 +251,9 @@ tl::expected<void, GraphError> add_in_dependency_order(Graph& graph,
     if (ids.count(pending[i].name) || !index.emplace(pending[i].name, i).second) {
       return fail("duplicate node name '" + pending[i].name + "'");
     }
+  }
+  if (auto ok = check_forward_references(pending, index); !ok) {
+    return ok;
   }
   enum class Mark { kNone, kVisiting, kDone };
   std::vector<Mark> marks(pending.size(), Mark::kNone);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstdint>
 
 namespace kcache::cachekey::guard {
 namespace {
@@ -35,20 +36,22 @@ enum class TokenKind { kName, kNumber, kString, kOperator, kEnd };
 struct Token {
   TokenKind kind = TokenKind::kEnd;
   std::string text; // kNumber: canonical literal
-  bool is_float = false;
   std::size_t offset = 0;
 };
 
-// Appends `digit` to a little-endian decimal number after multiplying it by `base`.
-void multiply_add(std::vector<int>& decimal, int base, int digit) {
-  int carry = digit;
-  for (int& d : decimal) {
-    const int v = d * base + carry;
-    d = v % 10;
-    carry = v / 10;
+constexpr std::uint64_t kLimb = 1000000000; // nine decimal digits per limb
+
+// Appends `digit` to a little-endian number in base kLimb after multiplying it
+// by `base`.
+void multiply_add(std::vector<std::uint32_t>& limbs, std::uint64_t base, std::uint64_t digit) {
+  std::uint64_t carry = digit;
+  for (std::uint32_t& limb : limbs) {
+    const std::uint64_t v = limb * base + carry;
+    limb = static_cast<std::uint32_t>(v % kLimb);
+    carry = v / kLimb;
   }
-  for (; carry > 0; carry /= 10) {
-    decimal.push_back(carry % 10);
+  if (carry > 0) {
+    limbs.push_back(static_cast<std::uint32_t>(carry));
   }
 }
 
@@ -58,6 +61,13 @@ int digit_value(char c) {
   }
   const char lower = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return lower >= 'a' && lower <= 'z' ? lower - 'a' + 10 : 99;
+}
+
+// Python's rule for '_' in a run of digits: single, and between digits (or
+// right after a base prefix: 0x_10).
+bool separators_ok(std::string_view digits, bool after_prefix) {
+  return digits.find("__") == std::string_view::npos && !digits.ends_with('_') &&
+         (after_prefix || !digits.starts_with('_'));
 }
 
 std::string strip_separators(std::string_view s) {
@@ -77,7 +87,7 @@ public:
         ++i_;
       }
       if (i_ == s_.size()) {
-        tokens.push_back(Token{TokenKind::kEnd, "end of guard", false, i_});
+        tokens.push_back(Token{TokenKind::kEnd, "end of guard", i_});
         return tokens;
       }
       auto token = next();
@@ -108,7 +118,7 @@ private:
       }
       const bool op =
           std::find(kWordOperators.begin(), kWordOperators.end(), word) != kWordOperators.end();
-      return Token{op ? TokenKind::kOperator : TokenKind::kName, std::move(word), false, start};
+      return Token{op ? TokenKind::kOperator : TokenKind::kName, std::move(word), start};
     }
     if (is_digit(c) || (c == '.' && i_ + 1 < s_.size() && is_digit(s_[i_ + 1]))) {
       return number();
@@ -123,7 +133,7 @@ private:
       return error("unexpected character '" + std::string(1, c) + "'");
     }
     i_ += op->size();
-    return Token{TokenKind::kOperator, std::string(*op), false, start};
+    return Token{TokenKind::kOperator, std::string(*op), start};
   }
 
   tl::expected<Token, GuardError> number() {
@@ -164,7 +174,7 @@ private:
     if (!canonical) {
       return Unexpected(canonical.error());
     }
-    return Token{TokenKind::kNumber, std::move(*canonical), is_float, start};
+    return Token{TokenKind::kNumber, std::move(*canonical), start};
   }
 
   tl::expected<Token, GuardError> string_literal() {
@@ -178,7 +188,7 @@ private:
       return error("unterminated string");
     }
     ++i_;
-    return Token{TokenKind::kString, std::string(s_.substr(start, i_ - start)), false, start};
+    return Token{TokenKind::kString, std::string(s_.substr(start, i_ - start)), start};
   }
 
   std::string_view s_;
@@ -247,9 +257,13 @@ private:
   // Every node is checked as it is made, so no later pass recurses too deep.
   Result checked(Expr e) const {
     if (e.depth > kMaxDepth) {
-      return error("guard nests deeper than " + std::to_string(kMaxDepth));
+      return error("guard expression is more than " + std::to_string(kMaxDepth) + " levels deep");
     }
     return e;
+  }
+  Unexpected too_deep() const {
+    return error("guard nests more than " + std::to_string(kMaxNesting) +
+                 " parentheses, brackets, calls, unary operators or '**'");
   }
 
   struct Nesting {
@@ -264,10 +278,6 @@ private:
   Result parse_and() { return parse_bool("and", "&&", &Parser::parse_not); }
 
   Result parse_bool(std::string_view word, std::string_view symbol, Result (Parser::*next)()) {
-    const Nesting nesting(nesting_);
-    if (nesting_ > kMaxDepth) {
-      return error("guard nests deeper than " + std::to_string(kMaxDepth));
-    }
     auto first = (this->*next)();
     if (!first) {
       return first;
@@ -288,21 +298,24 @@ private:
   }
 
   Result parse_not() {
-    const Nesting nesting(nesting_);
-    if (nesting_ > kMaxDepth) {
-      return error("guard nests deeper than " + std::to_string(kMaxDepth));
-    }
     const bool word = accept("not");
     if (!word && !accept("!")) {
       return parse_comparison();
+    }
+    const Nesting nesting(nesting_);
+    if (nesting_ > kMaxNesting) {
+      return too_deep();
     }
     auto operand = parse_not();
     if (!operand) {
       return operand;
     }
-    // C reads "!a == b" as "(!a) == b", Python's "not" as "not (a == b)".
-    if (!word && operand->kind == Kind::kCompare && !operand->parenthesized) {
-      return error("'!' before an unparenthesized comparison is ambiguous; write !(a == b)");
+    // C reads "!a == b" as "(!a) == b" and "!a % 2" as "(!a) % 2"; Python's
+    // "not" takes the whole comparison or arithmetic.
+    if (!word && (operand->kind == Kind::kCompare || operand->kind == Kind::kBinary) &&
+        !operand->parenthesized) {
+      return error("'!' before an unparenthesized comparison or arithmetic is ambiguous; "
+                   "write !(a % 2) or (!a) % 2");
     }
     return checked(make(Kind::kUnary, "not", operands(std::move(*operand))));
   }
@@ -380,12 +393,12 @@ private:
   Result parse_term() { return parse_binary_chain({"*", "//", "/", "%"}, &Parser::parse_factor); }
 
   Result parse_factor() {
-    const Nesting nesting(nesting_);
-    if (nesting_ > kMaxDepth) {
-      return error("guard nests deeper than " + std::to_string(kMaxDepth));
-    }
     for (std::string_view op : {"-", "+"}) {
       if (accept(op)) {
+        const Nesting nesting(nesting_);
+        if (nesting_ > kMaxNesting) {
+          return too_deep();
+        }
         auto operand = parse_factor();
         if (!operand) {
           return operand;
@@ -397,6 +410,10 @@ private:
     if (!base || !accept("**")) {
       return base;
     }
+    const Nesting nesting(nesting_);
+    if (nesting_ > kMaxNesting) {
+      return too_deep();
+    }
     auto exponent = parse_factor(); // right associative; "2 ** -1" is allowed
     if (!exponent) {
       return exponent;
@@ -407,6 +424,11 @@ private:
   Result parse_postfix() {
     auto e = parse_atom();
     while (e) {
+      // Arguments and subscripts nest; f(a)(b)[c] is three levels side by side.
+      const Nesting nesting(nesting_);
+      if (nesting_ > kMaxNesting && (at_operator("(") || at_operator("["))) {
+        return too_deep();
+      }
       if (accept("(")) {
         if (e->kind != Kind::kName && e->kind != Kind::kAttribute) {
           return error("only names and attributes can be called");
@@ -456,14 +478,15 @@ private:
       ++pos_;
       return make(t.kind == TokenKind::kName ? Kind::kName : Kind::kString, t.text, {});
     }
-    case TokenKind::kNumber: {
+    case TokenKind::kNumber:
       ++pos_;
-      Expr e = make(Kind::kNumber, t.text, {});
-      e.is_float = t.is_float;
-      return e;
-    }
+      return make(Kind::kNumber, t.text, {});
     case TokenKind::kOperator:
       if (accept("(")) {
+        const Nesting nesting(nesting_);
+        if (nesting_ > kMaxNesting) {
+          return too_deep();
+        }
         auto inner = parse_or();
         if (!inner) {
           return inner;
@@ -499,24 +522,42 @@ tl::expected<std::string, GuardError> canonical_integer(std::string_view literal
     }
   }
   const std::string plain = strip_separators(digits);
-  const bool valid = !plain.empty() && std::all_of(plain.begin(), plain.end(),
-                                                   [&](char c) { return digit_value(c) < base; });
+  const bool valid =
+      separators_ok(digits, base != 10) && !plain.empty() &&
+      std::all_of(plain.begin(), plain.end(), [&](char c) { return digit_value(c) < base; });
   if (!valid) {
     return Unexpected(GuardError{"malformed integer '" + std::string(literal) + "'"});
   }
-  std::vector<int> decimal; // little endian
+  if (plain.size() > kMaxIntegerDigits) {
+    return Unexpected(GuardError{"integer literal of " + std::to_string(plain.size()) +
+                                 " digits: at most " + std::to_string(kMaxIntegerDigits) +
+                                 " are read"});
+  }
+  // Python 3 rejects "016"; C reads it as octal 14. Zeros alone are zero in both.
+  if (base == 10 && plain.size() > 1 && plain.front() == '0' &&
+      plain.find_first_not_of('0') != std::string::npos) {
+    return Unexpected(GuardError{"decimal integer '" + std::string(literal) +
+                                 "' has a leading zero (octal in C, an error in Python)"});
+  }
+  if (base == 10) { // already decimal; zeros alone are "0"
+    const auto first = plain.find_first_not_of('0');
+    return first == std::string::npos ? std::string("0") : plain.substr(first);
+  }
+  std::vector<std::uint32_t> limbs; // little endian, base kLimb
   for (char c : plain) {
-    multiply_add(decimal, base, digit_value(c));
+    multiply_add(limbs, static_cast<std::uint64_t>(base),
+                 static_cast<std::uint64_t>(digit_value(c)));
   }
-  while (decimal.size() > 1 && decimal.back() == 0) {
-    decimal.pop_back();
+  while (!limbs.empty() && limbs.back() == 0) {
+    limbs.pop_back();
   }
-  if (decimal.empty()) {
+  if (limbs.empty()) {
     return std::string("0");
   }
-  std::string out;
-  for (auto it = decimal.rbegin(); it != decimal.rend(); ++it) {
-    out.push_back(static_cast<char>('0' + *it));
+  std::string out = std::to_string(limbs.back());
+  for (auto it = limbs.rbegin() + 1; it != limbs.rend(); ++it) {
+    const std::string part = std::to_string(*it);
+    out.append(9 - part.size(), '0').append(part);
   }
   return out;
 }
@@ -527,6 +568,14 @@ tl::expected<std::string, GuardError> canonical_float(std::string_view literal) 
   auto fail = [&] {
     return Unexpected(GuardError{"malformed float '" + std::string(literal) + "'"});
   };
+  // Each run of digits (whole part, fraction, exponent) separately.
+  for (std::size_t start = 0; start <= literal.size();) {
+    const auto end = std::min(literal.find_first_of(".eE+-", start), literal.size());
+    if (!separators_ok(literal.substr(start, end - start), false)) {
+      return fail();
+    }
+    start = end + 1;
+  }
   const auto e_at = plain.find_first_of("eE");
   const std::string mantissa = plain.substr(0, e_at);
   long exponent = 0;

@@ -34,11 +34,12 @@ bool contains(const std::array<std::string_view, N>& list, std::string_view s) {
 class Resolver {
 public:
   explicit Resolver(const GuardNames& names) : names_(names) {
-    for (const auto* map : {&names.symbols, &names.tensors}) {
-      for (const auto& [given, canonical] : *map) {
-        if (!canonical.empty()) {
-          canonical_.insert(canonical);
-        }
+    for (const auto& [given, canonical] : names.symbols) {
+      symbols_.insert(canonical);
+    }
+    for (const auto& [given, canonical] : names.tensors) {
+      if (!canonical.empty()) {
+        tensors_.insert(canonical);
       }
     }
   }
@@ -59,10 +60,9 @@ public:
     return {};
   }
 
-  bool is_tensor(const std::string& resolved) const {
-    return std::any_of(names_.tensors.begin(), names_.tensors.end(),
-                       [&](const auto& entry) { return entry.second == resolved; });
-  }
+  // On resolved names. A kept (unknown) name never spells a canonical one.
+  bool is_symbol(const std::string& resolved) const { return symbols_.count(resolved) > 0; }
+  bool is_tensor(const std::string& resolved) const { return tensors_.count(resolved) > 0; }
 
 private:
   tl::expected<void, GuardError> rename(std::string& name) const {
@@ -89,7 +89,7 @@ private:
       return Unexpected(
           GuardError{"unknown name '" + name + "': neither a symbol nor an input of the graph"});
     }
-    if (canonical_.count(name) > 0) {
+    if (symbols_.count(name) > 0 || tensors_.count(name) > 0) {
       return Unexpected(
           GuardError{"'" + name + "' is not a given name but spells the canonical name of one"});
     }
@@ -97,7 +97,8 @@ private:
   }
 
   const GuardNames& names_;
-  std::set<std::string, std::less<>> canonical_;
+  std::set<std::string, std::less<>> symbols_; // canonical names
+  std::set<std::string, std::less<>> tensors_;
 };
 
 // Binding strength, loosest first, as in Python.
@@ -120,53 +121,93 @@ int precedence(const Expr& e) {
   }
 }
 
-std::string render(const Expr& e);
-
-// `e`, parenthesized unless it binds at least as tightly as `at_least`.
-std::string operand(const Expr& e, int at_least) {
-  return precedence(e) >= at_least ? render(e) : "(" + render(e) + ")";
-}
-
-std::string join(const std::vector<Expr>& items, std::size_t from, std::string_view separator,
-                 int at_least) {
-  std::string out;
-  for (std::size_t i = from; i < items.size(); ++i) {
-    out += (i > from ? std::string(separator) : std::string()) + operand(items[i], at_least);
+// Appends the rendering of `e` (already rendered), parenthesized unless it
+// binds at least as tightly as `at_least`.
+void put(std::string& out, const Expr& e, int at_least) {
+  const bool wrap = precedence(e) < at_least;
+  if (wrap) {
+    out += '(';
   }
-  return out;
+  out += e.rendered;
+  if (wrap) {
+    out += ')';
+  }
 }
 
+// The spelling of `e` from the spellings of its children: each node is
+// rendered once, so deep trees cost no more than their text.
 std::string render(const Expr& e) {
   const int p = precedence(e);
+  const auto& c = e.children;
+  std::string out;
+  std::size_t size = e.text.size() + 8;
+  for (const Expr& child : c) {
+    size += child.rendered.size() + 8;
+  }
+  out.reserve(size);
   switch (e.kind) {
   case Kind::kUnary:
-    return e.text == "not" ? "not " + operand(e.children[0], p)
-                           : e.text + operand(e.children[0], p);
+    out += e.text == "not" ? "not " : e.text;
+    put(out, c[0], p);
+    break;
   case Kind::kBinary:
     if (e.text == "**") { // right associative; its right side may be unary
-      return operand(e.children[0], p + 1) + " ** " + operand(e.children[1], 7);
+      put(out, c[0], p + 1);
+      out += " ** ";
+      put(out, c[1], 7);
+    } else {
+      put(out, c[0], p);
+      out += ' ';
+      out += e.text;
+      out += ' ';
+      put(out, c[1], p + 1);
     }
-    return operand(e.children[0], p) + " " + e.text + " " + operand(e.children[1], p + 1);
+    break;
   case Kind::kBoolOp:
-    return join(e.children, 0, " " + e.text + " ", p + 1);
-  case Kind::kCompare: {
-    std::string out = operand(e.children[0], p + 1);
-    for (std::size_t i = 0; i < e.ops.size(); ++i) {
-      out += " " + e.ops[i] + " " + operand(e.children[i + 1], p + 1);
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (i > 0) {
+        out += ' ';
+        out += e.text;
+        out += ' ';
+      }
+      put(out, c[i], p + 1);
     }
-    return out;
-  }
+    break;
+  case Kind::kCompare:
+    put(out, c[0], p + 1);
+    for (std::size_t i = 0; i < e.ops.size(); ++i) {
+      out += ' ';
+      out += e.ops[i];
+      out += ' ';
+      put(out, c[i + 1], p + 1);
+    }
+    break;
   case Kind::kCall:
-    return operand(e.children[0], p) + "(" + join(e.children, 1, ", ", 0) + ")";
+    put(out, c[0], p);
+    out += '(';
+    for (std::size_t i = 1; i < c.size(); ++i) {
+      if (i > 1) {
+        out += ", ";
+      }
+      put(out, c[i], 0);
+    }
+    out += ')';
+    break;
   case Kind::kAttribute: // "(1).real": "1.real" would read as a float
-    return (e.children[0].kind == Kind::kNumber ? "(" + render(e.children[0]) + ")"
-                                                : operand(e.children[0], p)) +
-           "." + e.text;
+    put(out, c[0], c[0].kind == Kind::kNumber ? precedence(c[0]) + 1 : p);
+    out += '.';
+    out += e.text;
+    break;
   case Kind::kSubscript:
-    return operand(e.children[0], p) + "[" + render(e.children[1]) + "]";
+    put(out, c[0], p);
+    out += '[';
+    out += c[1].rendered;
+    out += ']';
+    break;
   default:
-    return e.text;
+    out = e.text;
   }
+  return out;
 }
 
 bool is_literal(const Expr& e) {
@@ -177,23 +218,37 @@ bool is_literal(const Expr& e) {
          (e.kind == Kind::kName && contains(kConstants, e.text));
 }
 
-// True when `e` is a number (a literal, a symbol, arithmetic over numbers or a
-// known scalar-valued call), so `+` and `*` over it commute.
-bool is_numeric(const Expr& e, const Resolver& names) {
+bool is_zero(const Expr& e) {
+  return e.kind == Kind::kNumber && (e.text == "0" || e.text == "0.0");
+}
+
+// A tensor method call on a graph input: `in0.size(0)`, `in0.numel()`; the
+// method's name is returned, or "" for anything else.
+std::string_view tensor_method(const Expr& call, const Resolver& names) {
+  if (call.kind != Kind::kCall || call.children[0].kind != Kind::kAttribute) {
+    return {};
+  }
+  const Expr& receiver = call.children[0].children[0];
+  return receiver.kind == Kind::kName && names.is_tensor(receiver.text)
+             ? std::string_view(call.children[0].text)
+             : std::string_view();
+}
+
+// Whether `e` is provably a number: a literal, a symbol, arithmetic over
+// numbers, a known numeric function of numbers or a size of a graph input.
+// Names not known to be symbols are not numbers: they may be tuples, strings
+// or tensors, for which `+` concatenates or broadcasts. Children come first.
+bool numeric(const Expr& e, const Resolver& names) {
   auto all_numeric = [&](std::size_t from) {
     return std::all_of(e.children.begin() + static_cast<std::ptrdiff_t>(from), e.children.end(),
-                       [&](const Expr& c) { return is_numeric(c, names); });
-  };
-  auto method = [](const Expr& call) -> std::string_view {
-    return call.kind == Kind::kCall && call.children[0].kind == Kind::kAttribute
-               ? std::string_view(call.children[0].text)
-               : std::string_view();
+                       [](const Expr& c) { return c.numeric; });
   };
   switch (e.kind) {
   case Kind::kNumber:
     return true;
   case Kind::kName:
-    return e.text != "None" && !names.is_tensor(e.text);
+    return names.is_symbol(e.text) ||
+           (contains(kConstants, e.text) && e.text != "None"); // True, oo, nan, ...
   case Kind::kUnary:
     return e.text != "not" && all_numeric(0);
   case Kind::kBinary:
@@ -203,28 +258,111 @@ bool is_numeric(const Expr& e, const Resolver& names) {
       return contains(kNumericFunctions, e.children[0].text) && all_numeric(1);
     }
     const std::size_t args = e.children.size() - 1;
-    return (contains(kIndexedTensorMethods, method(e)) && args == 1 && all_numeric(1)) ||
-           (contains(kScalarTensorMethods, method(e)) && args == 0);
+    const std::string_view method = tensor_method(e, names);
+    return (contains(kIndexedTensorMethods, method) && args == 1 && all_numeric(1)) ||
+           (contains(kScalarTensorMethods, method) && args == 0);
   }
-  case Kind::kSubscript: // x.size()[0]
-    return contains(kIndexedTensorMethods, method(e.children[0])) &&
-           e.children[0].children.size() == 1 && is_numeric(e.children[1], names);
+  case Kind::kSubscript: // in0.size()[0]
+    return contains(kIndexedTensorMethods, tensor_method(e.children[0], names)) &&
+           e.children[0].children.size() == 1 && e.children[1].numeric;
+  default:
+    return false;
+  }
+}
+
+// A quiet integer, bool or float: evaluates without raising.
+bool quiet_number(const Expr& e) {
+  return e.quiet && e.numeric;
+}
+// A quiet value that `==`, `!=` and `is` compare without raising.
+bool quiet_plain(const Expr& e) {
+  return e.quiet &&
+         (e.numeric || e.kind == Kind::kString || (e.kind == Kind::kName && e.text == "None"));
+}
+
+// Whether evaluating `e` and testing its truth provably never raises, so its
+// place among the operands of `and` / `or` changes nothing but which operand
+// short-circuits. Conservative: symbols (integers), literals, `+ - *` over
+// them, division by a nonzero literal, comparisons of those, and not/and/or of
+// those. Calls, attributes, subscripts, `**`, tensors, unknown names and the
+// sympy constants oo, zoo, nan (whose comparisons may raise) are not quiet.
+// Children come first.
+bool quiet(const Expr& e, const Resolver& names) {
+  const auto& c = e.children;
+  switch (e.kind) {
+  case Kind::kNumber:
+  case Kind::kString:
+    return true;
+  case Kind::kName:
+    return names.is_symbol(e.text) || e.text == "True" || e.text == "False" || e.text == "None";
+  case Kind::kUnary:
+    return e.text == "not" ? c[0].quiet : quiet_number(c[0]);
+  case Kind::kBinary:
+    if (e.text == "+" || e.text == "-" || e.text == "*") {
+      return quiet_number(c[0]) && quiet_number(c[1]);
+    }
+    if (e.text == "/" || e.text == "//" || e.text == "%") {
+      return quiet_number(c[0]) && c[1].kind == Kind::kNumber && !is_zero(c[1]);
+    }
+    return false; // "**": 0 ** -1 raises
+  case Kind::kBoolOp:
+    return std::all_of(c.begin(), c.end(), [](const Expr& x) { return x.quiet; });
+  case Kind::kCompare:
+    for (std::size_t i = 0; i < e.ops.size(); ++i) {
+      const std::string& op = e.ops[i];
+      const bool ordering = op == "<" || op == "<=" || op == ">" || op == ">=";
+      const bool equality = op == "==" || op == "!=" || op == "is" || op == "is not";
+      if (ordering ? !(quiet_number(c[i]) && quiet_number(c[i + 1]))
+                   : !(equality && quiet_plain(c[i]) && quiet_plain(c[i + 1]))) {
+        return false;
+      }
+    }
+    return true;
   default:
     return false;
   }
 }
 
 std::string flip(const std::string& op) {
-  return op == ">" ? "<" : "<=";
+  if (op == ">") {
+    return "<";
+  }
+  if (op == ">=") {
+    return "<=";
+  }
+  return op; // only chains of > and >= are flipped
 }
 
-// Rewrites `e` (children first) into its canonical form; see guards.h.
-void canonicalize(Expr& e, const Resolver& names) {
-  for (Expr& child : e.children) {
-    canonicalize(child, names);
+bool by_rendering(const Expr& a, const Expr& b) {
+  return a.rendered < b.rendered;
+}
+
+// Sorts each run of consecutive quiet operands of a boolean operator whose
+// truth alone is used. Within such a run, which operand decides is irrelevant
+// to the truth of the result (none raises, none has effects), and operands
+// that may raise keep their place, so which of them run never changes.
+void sort_quiet_runs(std::vector<Expr>& operands) {
+  for (auto run = operands.begin(); run != operands.end();) {
+    const auto end =
+        std::find_if(run, operands.end(), [](const Expr& operand) { return !operand.quiet; });
+    std::stable_sort(run, end, by_rendering);
+    run = end == operands.end() ? end : end + 1;
   }
-  auto by_rendering = [](const Expr& a, const Expr& b) { return render(a) < render(b); };
+}
+
+// Rewrites `e` (children first) into its canonical form and renders it; see
+// guards.h. `truth_only`: only the truth of `e` matters (the whole guard, the
+// operand of `not`, or an operand of `and` / `or` whose truth alone matters),
+// not its value: `a or b` returns an operand, so elsewhere its operands keep
+// their order.
+void canonicalize(Expr& e, const Resolver& names, bool truth_only) {
+  const bool children_truth_only =
+      (e.kind == Kind::kUnary && e.text == "not") || (e.kind == Kind::kBoolOp && truth_only);
+  for (Expr& child : e.children) {
+    canonicalize(child, names, children_truth_only);
+  }
   if (e.kind == Kind::kBoolOp) {
+    // (a or b) or c is a or (b or c) in value and in evaluation order.
     std::vector<Expr> flat;
     for (Expr& child : e.children) {
       if (child.kind == Kind::kBoolOp && child.text == e.text) {
@@ -233,11 +371,18 @@ void canonicalize(Expr& e, const Resolver& names) {
         flat.push_back(std::move(child));
       }
     }
-    std::stable_sort(flat.begin(), flat.end(), by_rendering);
     e.children = std::move(flat);
+    if (truth_only) {
+      sort_quiet_runs(e.children);
+    }
   } else if (e.kind == Kind::kCompare) {
-    const bool downwards = std::all_of(
-        e.ops.begin(), e.ops.end(), [](const std::string& op) { return op == ">" || op == ">="; });
+    // A chain stops at its first false link: `0 >= 2 >= 1 // c` never divides,
+    // `1 // c <= 2 <= 0` does. So a chain of three or more turns upwards only
+    // when nothing in it can raise; two operands are always both evaluated.
+    const bool downwards =
+        std::all_of(e.ops.begin(), e.ops.end(),
+                    [](const std::string& op) { return op == ">" || op == ">="; }) &&
+        (e.ops.size() == 1 || quiet(e, names));
     if (downwards) {
       std::reverse(e.children.begin(), e.children.end());
       std::reverse(e.ops.begin(), e.ops.end());
@@ -250,14 +395,26 @@ void canonicalize(Expr& e, const Resolver& names) {
         std::swap(e.children[0], e.children[1]);
       }
     }
-  } else if (e.kind == Kind::kBinary && (e.text == "+" || e.text == "*") &&
-             is_numeric(e.children[0], names) && is_numeric(e.children[1], names) &&
-             by_rendering(e.children[1], e.children[0])) {
+  } else if (e.kind == Kind::kBinary && (e.text == "+" || e.text == "*") && e.children[0].numeric &&
+             e.children[1].numeric && by_rendering(e.children[1], e.children[0])) {
     std::swap(e.children[0], e.children[1]);
+  }
+  e.numeric = numeric(e, names);
+  e.quiet = quiet(e, names);
+  e.rendered = render(e);
+  // The children's spellings made this one; theirs are needed no more (the
+  // root keeps its children's: normalize_guards may split them off).
+  for (Expr& child : e.children) {
+    for (Expr& grandchild : child.children) {
+      std::string().swap(grandchild.rendered);
+    }
   }
 }
 
-tl::expected<Expr, GuardError> canonical_tree(std::string_view text, const GuardNames& names) {
+// Parses, resolves and canonicalizes one guard; appends its rendering, or with
+// `split` the renderings of the operands of a top-level `and`.
+tl::expected<void, GuardError> append_canonical(std::string_view text, const GuardNames& names,
+                                                bool split, std::vector<std::string>& out) {
   auto tree = guard::parse(text);
   const Resolver resolver(names);
   if (tree) {
@@ -268,8 +425,15 @@ tl::expected<Expr, GuardError> canonical_tree(std::string_view text, const Guard
   if (!tree) {
     return Unexpected(GuardError{"guard '" + std::string(text) + "': " + tree.error().message});
   }
-  canonicalize(*tree, resolver);
-  return tree;
+  canonicalize(*tree, resolver, /*truth_only=*/true);
+  if (split && tree->kind == Kind::kBoolOp && tree->text == "and") {
+    for (Expr& operand : tree->children) {
+      out.push_back(std::move(operand.rendered));
+    }
+  } else {
+    out.push_back(std::move(tree->rendered));
+  }
+  return {};
 }
 
 } // namespace
@@ -288,28 +452,25 @@ GuardNames GuardNames::for_graph(const Graph& graph, const SymbolMap& symbols) {
 
 tl::expected<std::string, GuardError> normalize_guard(std::string_view guard,
                                                       const GuardNames& names) {
-  auto tree = canonical_tree(guard, names);
-  if (!tree) {
-    return Unexpected(tree.error());
+  std::vector<std::string> out;
+  if (auto ok = append_canonical(guard, names, /*split=*/false, out); !ok) {
+    return Unexpected(ok.error());
   }
-  return render(*tree);
+  return std::move(out.front());
 }
 
 tl::expected<std::vector<std::string>, GuardError>
 normalize_guards(std::span<const std::string> guards, const GuardNames& names) {
+  if (guards.size() > kMaxGuards) {
+    return Unexpected(GuardError{std::to_string(guards.size()) + " guards: a set holds at most " +
+                                 std::to_string(kMaxGuards)});
+  }
   std::vector<std::string> out;
   out.reserve(guards.size());
   for (const std::string& guard : guards) {
-    auto tree = canonical_tree(guard, names);
-    if (!tree) {
-      return Unexpected(tree.error());
-    }
     // The set is a conjunction: "a and b" says what {"a", "b"} says.
-    if (tree->kind == Kind::kBoolOp && tree->text == "and") {
-      std::transform(tree->children.begin(), tree->children.end(), std::back_inserter(out),
-                     [](const Expr& e) { return render(e); });
-    } else {
-      out.push_back(render(*tree));
+    if (auto ok = append_canonical(guard, names, /*split=*/true, out); !ok) {
+      return Unexpected(ok.error());
     }
   }
   std::sort(out.begin(), out.end());

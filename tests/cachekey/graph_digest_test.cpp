@@ -55,6 +55,39 @@ TEST(EffectfulOps, KnownOps) {
   }
 }
 
+TEST(EffectfulOps, OutOverloadsInPlaceSpellingsAndHiddenState) {
+  for (const char* op :
+       {// out= overloads of any name
+        "aten.sum.IntList_out", "aten.add.Scalar_out", "aten.max.dim_max", "aten.min.dim_min",
+        "aten.sort.values", "aten.topk.values", "aten.median.dim_values",
+        "aten.nll_loss_forward.output", "aten.nll_loss_backward.grad_input",
+        "aten.linalg_eigh.eigvals", "aten._native_batch_norm_legit.no_stats_out",
+        "torch.ops.aten.sum.out",
+        // in place, with :: as well as .
+        "aten::add_.Tensor", "aten::add_", "add_.Tensor", "aten::copy_",
+        // random: attention dropout, RNNs
+        "aten._scaled_dot_product_efficient_attention", "aten._scaled_dot_product_flash_attention",
+        "aten._scaled_dot_product_cudnn_attention", "aten._flash_attention_forward",
+        "aten._efficient_attention_forward", "aten.scaled_dot_product_attention",
+        "aten.native_dropout", "aten.lstm.input", "aten._cudnn_rnn",
+        // running statistics updated in place
+        "aten.native_batch_norm", "aten._native_batch_norm_legit", "aten.batch_norm",
+        "aten.cudnn_batch_norm", "aten.instance_norm", "aten._fused_moving_avg_obs_fq_helper",
+        // writes into an argument, wrappers of kernels and subgraphs
+        "prims.copy_to", "prims.resize", "higher_order.triton_kernel_wrapper_mutation",
+        "higher_order.auto_functionalized", "higher_order.cond",
+        "torch.ops.higher_order.invoke_subgraph",
+        // other effects
+        "aten._functional_assert_async.msg", "aten.sym_constrain_range", "aten._make_dep_token",
+        "aten._print"}) {
+    EXPECT_TRUE(is_effectful_op(op)) << op;
+  }
+  // Misses by design (broad rules): pure ops caught by a prefix or a part.
+  for (const char* op : {"aten.normalize", "aten.to.dtype_layout", "aten.__invert__"}) {
+    EXPECT_TRUE(is_effectful_op(op)) << op;
+  }
+}
+
 TEST(EffectfulOps, PureOps) {
   for (const char* op :
        {"aten.add.Tensor", "aten.mm", "aten.layer_norm", "aten.native_layer_norm", "aten.gelu",
@@ -84,6 +117,36 @@ TEST(EffectfulNodes, NeverMergedByContent) {
   EXPECT_NE(build(true, true).root, build(false, true).root);
   const GraphDigest d = build(true, true);
   EXPECT_NE(d.node_digests[1], d.node_digests[2]);
+}
+
+TEST(Attributes, StringsNamingSymbolsFollowTheSymbol) {
+  // x:[batch], y:[seq] and x:[seq], y:[batch] rename to the same s0, s1; an
+  // attribute "seq" names s1 in one and s0 in the other.
+  auto build = [](const char* x_dim, const char* y_dim, AttrValue size) {
+    Graph g;
+    const auto x = g.add_input("x", tensor("f32", {Dim::symbol(x_dim)}));
+    const auto y = g.add_input("y", tensor("f32", {Dim::symbol(y_dim)}));
+    const auto v = *g.add_node("v", "aten.new_zeros", {{x, 0}}, {tensor("f32", {Dim::fixed(4)})},
+                               {{"size", std::move(size)}});
+    (void)g.add_output({v, 0});
+    (void)g.add_output({y, 0});
+    return digest_graph(g).root;
+  };
+  const AttrValue seq(AttrValue::List{AttrValue(std::string("seq"))});
+  EXPECT_NE(build("batch", "seq", seq), build("seq", "batch", seq));
+  EXPECT_NE(build("batch", "seq", AttrValue(std::string("seq*2"))),
+            build("seq", "batch", AttrValue(std::string("seq*2"))));
+  EXPECT_EQ(build("batch", "seq", seq), build("batch", "seq", seq));
+  // Strings are never renamed: "mean" over a dim called mean is not "sum" over
+  // a dim called sum, though both dims are s0.
+  EXPECT_NE(build("mean", "n", AttrValue(std::string("mean"))),
+            build("sum", "n", AttrValue(std::string("sum"))));
+  // Nor is a string that merely spells a canonical name the symbol it renames to.
+  EXPECT_NE(build("batch", "n", AttrValue(std::string("s0"))),
+            build("batch", "n", AttrValue(std::string("batch"))));
+  // Strings that name no symbol hash as before.
+  EXPECT_EQ(build("batch", "seq", AttrValue(std::string("tanh"))),
+            build("b", "s", AttrValue(std::string("tanh"))));
 }
 
 TEST(EffectfulNodes, MarkingChecksTheNode) {

@@ -157,6 +157,64 @@ TEST(GraphJson, EffectfulFlagRoundTrips) {
   EXPECT_EQ(digest_graph(*g).root, digest_graph(*again).root);
 }
 
+// A node named before it is listed is added first; that must never move it
+// (or what it reads) across an effect, which keeps the order of the file.
+std::string effects_doc(const std::vector<std::string>& nodes) {
+  const std::string t = R"("outputs":[{"dtype":"f32","shape":[4]}])";
+  auto node = [&](const std::string& spec) { // "name=op(inputs)"
+    const auto eq = spec.find('='), open = spec.find('(');
+    std::string inputs;
+    for (std::size_t at = open + 1; at < spec.size() - 1;) {
+      const auto comma = std::min(spec.find(',', at), spec.size() - 1);
+      inputs += (inputs.empty() ? "\"" : ",\"") + spec.substr(at, comma - at) + "\"";
+      at = comma + 1;
+    }
+    return R"({"name":")" + spec.substr(0, eq) + R"(","op":")" +
+           spec.substr(eq + 1, open - eq - 1) + R"(","inputs":[)" + inputs + "]," + t + "}";
+  };
+  std::string text = R"({"inputs":[{"name":"q","type":{"dtype":"f32","shape":[4]}}],"nodes":[)";
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    text += (i ? "," : "") + node(nodes[i]);
+  }
+  return text + R"(],"outputs":["p","e1"]})";
+}
+
+TEST(GraphJson, ForwardReferencesNeverReorderEffects) {
+  // [p(reads e2), e1, e2] said e1 before e2; placing e2 first for p hashed it
+  // like [e2, p, e1].
+  auto hoisted = parse_graph_json(
+      effects_doc({"p=aten.relu(e2)", "e1=aten.rand_like(q)", "e2=aten.randn_like(q)"}));
+  ASSERT_FALSE(hoisted.has_value());
+  EXPECT_NE(hoisted.error().message.find("effectful node 'e2'"), std::string::npos)
+      << hoisted.error().message;
+  // A pure node listed after an effect, named by one listed before it, would
+  // carry what it reads across the effect too.
+  auto carried = parse_graph_json(effects_doc(
+      {"p=aten.relu(m)", "e1=aten.rand_like(q)", "e2=aten.randn_like(q)", "m=aten.neg(e2)"}));
+  ASSERT_FALSE(carried.has_value());
+  EXPECT_NE(carried.error().message.find("'m', listed after an effectful node"), std::string::npos)
+      << carried.error().message;
+  // The flag and in-place ops count as effects as well.
+  EXPECT_FALSE(parse_graph_json(effects_doc({"p=aten.relu(e2)", "e1=aten.rand_like(q)",
+                                             "e2=aten.add_.Tensor(q,q)"}))
+                   .has_value());
+  // Written in program order, both orders parse and differ.
+  auto e1_first = parse_graph_json(
+      effects_doc({"e1=aten.rand_like(q)", "e2=aten.randn_like(q)", "p=aten.relu(e2)"}));
+  auto e2_first = parse_graph_json(
+      effects_doc({"e2=aten.randn_like(q)", "p=aten.relu(e2)", "e1=aten.rand_like(q)"}));
+  ASSERT_TRUE(e1_first && e2_first);
+  EXPECT_NE(digest_graph(*e1_first).root, digest_graph(*e2_first).root);
+  // Forward references between effects' neighbours that cross none still work.
+  auto pure_forward = parse_graph_json(effects_doc(
+      {"e1=aten.rand_like(q)", "p=aten.relu(m)", "m=aten.neg(e1)", "e2=aten.randn_like(q)"}));
+  ASSERT_TRUE(pure_forward.has_value()) << pure_forward.error().message;
+  auto pure_backward = parse_graph_json(effects_doc(
+      {"e1=aten.rand_like(q)", "m=aten.neg(e1)", "p=aten.relu(m)", "e2=aten.randn_like(q)"}));
+  ASSERT_TRUE(pure_backward.has_value());
+  EXPECT_EQ(digest_graph(*pure_forward).root, digest_graph(*pure_backward).root);
+}
+
 TEST(GraphJson, DeepChainDoesNotOverflowTheStack) {
   std::string text = R"({"inputs":[{"name":"n0","type":{"dtype":"f32","shape":[1]}}],"nodes":[)";
   constexpr int kDepth = 20000;

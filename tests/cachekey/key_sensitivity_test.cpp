@@ -78,19 +78,20 @@ void replace(std::string& text, std::string_view from, std::string_view to) {
   text.replace(at, from.size(), to);
 }
 
-std::function<void(Request&)> edit_graph(std::string from, std::string to) {
+std::function<void(Request&)> edit_graph(const std::string& from, const std::string& to) {
   return [from, to](Request& r) { replace(*r.graph_json, from, to); };
 }
-std::function<void(Request&)> set_guards(std::vector<std::string> guards) {
+std::function<void(Request&)> set_guards(const std::vector<std::string>& guards) {
   return [guards](Request& r) { r.guards = guards; };
 }
-std::function<void(Request&)> use_graph(const char* json, std::vector<std::string> guards = {}) {
+std::function<void(Request&)> use_graph(const char* json,
+                                        const std::vector<std::string>& guards = {}) {
   return [json, guards](Request& r) {
     r.graph_json = json;
     r.guards = guards;
   };
 }
-std::function<void(Request&)> no_graph(std::vector<std::string> guards) {
+std::function<void(Request&)> no_graph(const std::vector<std::string>& guards) {
   return [guards](Request& r) {
     r.graph_digest_override = std::string(64, 'e');
     r.guards = guards;
@@ -150,7 +151,9 @@ std::vector<Case> block_cases() {
       {"guard_duplicate", kMatch, [](Request& r) { r.guards.push_back(r.guards[0]); }},
       {"guard_whitespace", kMatch, [](Request& r) { r.guards[0] = "s0%16==0"; }},
       {"guard_flipped_equality", kMatch, [](Request& r) { r.guards[0] = "0 == s0 % 16"; }},
-      {"guard_leading_zeros", kMatch, [](Request& r) { r.guards[0] = "s0 % 016 == 0"; }},
+      // C reads 016 as octal 14, Python refuses it: refused.
+      {"guard_leading_zeros", kRefuse, [](Request& r) { r.guards[0] = "s0 % 016 == 0"; }},
+      {"guard_octal_literal", kMatch, [](Request& r) { r.guards[0] = "s0 % 0o20 == 0"; }},
       {"define_order", kMatch, [](Request& r) { std::swap(r.options[2], r.options[3]); }},
       {"define_split_form", kMatch,
        [](Request& r) {
@@ -340,6 +343,16 @@ std::vector<Case> guard_cases() {
       {"guard_gt_flipped", kMatch, set_guards({"2 < s0"}), set_guards({"s0 > 2"})},
       {"guard_gt_vs_ge", kDiffer, set_guards({"s0 >= 2"}), set_guards({"s0 > 2"})},
       {"guard_not_equal_flipped", kMatch, set_guards({"7 != s0"}), set_guards({"s0 != 7"})},
+      // --- `and` / `or` return an operand; short-circuits; C spellings ---
+      {"guard_or_value_operands_swapped", kDiffer, set_guards({"-2 <= (2 or s0)"}),
+       set_guards({"-2 <= (s0 or 2)"})},
+      {"guard_or_operand_that_may_raise_moved", kDiffer, set_guards({"s0 % s0 == 0 or 3"}),
+       set_guards({"3 or s0 % s0 == 0"})},
+      {"guard_or_truth_operands_swapped", kMatch, set_guards({"s0 < 8 or s0 % 2 == 0"}),
+       set_guards({"s0 % 2 == 0 or s0 < 8"})},
+      {"guard_not_before_modulo", kRefuse, [](Request& r) { r.guards.push_back("!s0 % 2"); }},
+      {"guard_no_graph_sum_order", kDiffer, no_graph({"(q + p)[0] == 1"}),
+       no_graph({"(p + q)[0] == 1"})},
   };
 }
 
@@ -438,6 +451,32 @@ std::vector<Case> graph_cases() {
     {"name": "read", "op": "aten.relu", "inputs": ["x"], "outputs": [{"dtype": "f32", "shape": [8]}]})");
        },
        use_graph(kInPlace)},
+      {"random_reads_later_random", kRefuse,
+       edit_graph(R"({"name": "r1", "op": "aten.rand_like", "inputs": ["x"])",
+                  R"({"name": "r1", "op": "aten.rand_like", "inputs": ["r2"])"),
+       use_graph(kTwoRandoms)},
+      {"sdpa_two_vs_one", kDiffer, edit_graph(R"(["e1", "e2"])", R"(["e1", "e1"])"),
+       [](Request& r) {
+         use_graph(kTwoEffects)(r);
+         for (const char* e : {"e1", "e2"}) {
+           replace(
+               *r.graph_json,
+               std::string(R"("name": ")") + e +
+                   R"(", "op": "mylib.sample", "inputs": ["x"], "effectful": true)",
+               std::string(R"("name": ")") + e +
+                   R"(", "op": "aten._scaled_dot_product_efficient_attention", "inputs": ["x"])");
+         }
+       }},
+      // --- strings naming symbols follow the symbol ---
+      {"attr_naming_symbol_over_swapped_dims", kDiffer,
+       [](Request& r) {
+         replace(*r.graph_json, R"(["b", "n"]}})", R"(["n", "b"]}})");
+         replace(*r.graph_json, R"(["b", "n"]}])", R"(["n", "b"]}])");
+       },
+       [](Request& r) {
+         use_graph(kOneOp)(r);
+         replace(*r.graph_json, R"("slope": 0.1)", R"("slope": 0.1, "dim": "n")");
+       }},
       {"two_all_reduces_vs_one", kDiffer, edit_graph(R"(["a1", "a2"])", R"(["a1", "a1"])"),
        use_graph(kCollectives)},
       // --- data-dependent symbols by first use ---

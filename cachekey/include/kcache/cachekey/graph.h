@@ -34,21 +34,42 @@ struct Node {
 
 // Ops whose result is not a function of their inputs, or that act on state
 // beyond their outputs. Two such nodes are never interchangeable, however
-// alike, and their order among each other is part of the program:
-//   - random: rand*, randn*, randint*, randperm, random*, bernoulli*, dropout*
-//     (incl. native_dropout, feature/alpha variants), normal*, uniform*,
+// alike, and their order among each other is part of the program. The op is
+// read as [torch.ops.]namespace.name[.overload], with `.` or `::` between the
+// parts ("aten::add_.Tensor"); a bare name is the name. The rule is broad on
+// purpose: counting a pure op costs a needless miss, missing an effectful one
+// is a false hit. So a name or prefix below also catches pure ops that
+// contain it (aten.normalize, aten.to.dtype_layout, __invert__, printable,
+// the _functional and _no_training batch norms): misses by design.
+//   - random: names starting (after "native_" or "_fused_") with rand,
+//     bernoulli, dropout (feature/alpha variants), normal, uniform,
 //     multinomial, exponential, geometric, cauchy, log_normal, poisson,
-//     binomial, rrelu*, _standard_gamma, _sample_dirichlet, anything with
-//     "random", "philox", "seed" or "rng" in its name;
-//   - uninitialized memory: empty, empty_like, empty_strided, new_empty*;
-//   - in place: a name ending in a single '_' (add_, copy_, index_put_) or
-//     written __iop__ (__iadd__), and the out= overload ("aten.add.out");
+//     binomial, rrelu, _standard_gamma, _sample_dirichlet; names containing
+//     random, philox, seed or rng; attention kernels that draw dropout masks
+//     (scaled_dot_product*, *flash_attention*, *efficient_attention*,
+//     *cudnn_attention*); RNNs (rnn, lstm, gru anywhere in the name);
+//   - uninitialized memory: empty*, new_empty*;
+//   - in place: a name (the op without namespace and overload) ending in a
+//     single '_' (add_, copy_, index_put_) or written __i...__ (__iadd__);
+//     resize*, copy_to; names containing batch_norm, instance_norm or
+//     moving_avg (running statistics are updated in place); names containing
+//     mutation or auto_functionalized;
+//   - out= variants: an overload name containing "out" (out, Scalar_out,
+//     IntList_out, output, no_stats_out) or one of the other out overload
+//     names of aten (values, values_stable, dim_values, dim_max, dim_min,
+//     names_dim_*, dimname_values*, grad_input, eigvals, eigenvalues,
+//     inverse, result, sign, solution, U, Q, X, L);
 //   - communication: namespaces c10d, _c10d_functional, c10d_functional,
 //     c10d_ops, _dtensor; names containing all_reduce, all_gather,
-//     reduce_scatter, all_to_all, wait_tensor; broadcast (not broadcast_to),
-//     barrier*, send*, recv*, isend*, irecv*;
-//   - other effects: _assert*, print, with_effects, record_stream, _local_scalar_dense.
-// The op is read as [torch.ops.]namespace.name[.overload]; a bare name is the name.
+//     reduce_scatter, all_to_all, wait_tensor, isend, irecv; broadcast (not
+//     broadcast_to), barrier*, send*, recv*;
+//   - higher-order ops: the whole higher_order namespace (with_effects,
+//     triton_kernel_wrapper_mutation, auto_functionalized, cond, ...): they
+//     run subgraphs or kernels the key does not see;
+//   - other effects: names containing assert, constrain_range, print, token, with_effects,
+//     record_stream, _local_scalar_dense.
+// Anything else (a custom op that mutates, an out overload of another name)
+// must be marked by the client: Node::effectful, "effectful": true in JSON.
 bool is_effectful_op(std::string_view op);
 
 // The client's flag or the op list above.

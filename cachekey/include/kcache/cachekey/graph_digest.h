@@ -2,7 +2,12 @@
 // The canonical Merkle digest of a Graph.
 //
 // A node's digest covers its op, its attributes (ordered by name), its output
-// types and the digests of its inputs in order, never its name or its id. The
+// types and the digests of its inputs in order, never its name or its id. A
+// string attribute is hashed as written plus, for each symbol name of the
+// graph it contains, that symbol's canonical name: symbols are renamed in
+// types, not inside strings (a string that merely equals a dim's name must not
+// become another string's equal), yet "seq" naming s0 differs from "seq"
+// naming s1. The
 // graph digest covers the outputs in order plus the sorted multiset of all node
 // digests, so it does not depend on the order independent nodes were added.
 //
@@ -11,7 +16,8 @@
 // covers its ordinal among effectful nodes, so two random or in-place nodes
 // are never merged by content and swapping two effects changes the digest;
 // any other node's digest covers how many effects precede it (it may read
-// state they changed). Graphs without effects hash as if effects did not exist.
+// state they changed). In a graph without effects every node covers position
+// 0, so its digest still ignores node order.
 //
 // Symbolic dims are renamed to canonical names s0, s1, ... in order of first
 // appearance over the graph inputs (by position, shape before strides); symbols
