@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <set>
+#include <unordered_map>
 
 namespace kcache::cachekey {
 namespace {
@@ -131,10 +132,16 @@ std::vector<std::uint64_t> effect_positions(const Graph& graph) {
   std::vector<std::uint64_t> positions;
   positions.reserve(graph.nodes().size());
   std::uint64_t effects = 0;
+  // A graph repeats few ops many times: read each op name once.
+  std::unordered_map<std::string_view, bool> effectful_op;
   for (const Node& node : graph.nodes()) {
+    const auto known = effectful_op.try_emplace(node.op, false);
+    if (known.second) {
+      known.first->second = is_effectful_op(node.op);
+    }
     if (node.op == Graph::kInputOp) {
       positions.push_back(0);
-    } else if (is_effectful(node)) {
+    } else if (node.effectful || known.first->second) {
       positions.push_back(effects++);
     } else {
       positions.push_back(effects);

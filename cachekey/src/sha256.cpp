@@ -5,6 +5,20 @@
 #include <stdexcept>
 
 namespace kcache::cachekey {
+namespace {
+
+// Fetched once: OpenSSL 3 looks the algorithm up on every EVP_sha256() use,
+// which cost as much as hashing a graph node (key_bench). Immutable after
+// the first call, and never freed (it lives as long as the library).
+const EVP_MD* sha256_md() {
+  static const EVP_MD* const md = [] {
+    const EVP_MD* fetched = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+    return fetched != nullptr ? fetched : EVP_sha256();
+  }();
+  return md;
+}
+
+} // namespace
 
 struct Sha256::Ctx {
   struct Free {
@@ -15,7 +29,7 @@ struct Sha256::Ctx {
 
 Sha256::Sha256() : ctx_(std::make_unique<Ctx>()) {
   // Allocation failure inside OpenSSL is the only way this fails.
-  if (!ctx_->md || EVP_DigestInit_ex(ctx_->md.get(), EVP_sha256(), nullptr) != 1) {
+  if (!ctx_->md || EVP_DigestInit_ex(ctx_->md.get(), sha256_md(), nullptr) != 1) {
     throw std::runtime_error("OpenSSL: cannot initialise SHA-256");
   }
 }
@@ -38,7 +52,7 @@ Digest Sha256::finish() {
 Digest Sha256::of(std::string_view bytes) {
   Digest out{};
   unsigned int len = 0;
-  EVP_Digest(bytes.data(), bytes.size(), out.data(), &len, EVP_sha256(), nullptr);
+  EVP_Digest(bytes.data(), bytes.size(), out.data(), &len, sha256_md(), nullptr);
   return out;
 }
 
