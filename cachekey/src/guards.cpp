@@ -345,7 +345,9 @@ void sort_quiet_runs(std::vector<Expr>& operands) {
   for (auto run = operands.begin(); run != operands.end();) {
     const auto end =
         std::find_if(run, operands.end(), [](const Expr& operand) { return !operand.quiet; });
-    std::stable_sort(run, end, by_rendering);
+    // Equal renderings are equal operands: no stable sort needed (and
+    // libstdc++ 12's stable_sort trips clang 19's deprecation warnings).
+    std::sort(run, end, by_rendering);
     run = end == operands.end() ? end : end + 1;
   }
 }
