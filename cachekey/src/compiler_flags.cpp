@@ -84,7 +84,7 @@ FlagForm form_of(const FlagSpec& spec) {
   return FlagForm::kBare;
 }
 
-std::optional<Match> find(FlagFamily family, std::string_view token) {
+std::optional<Match> find_row(FlagFamily family, std::string_view token) {
   for (const FlagSpec& spec : flags::table(family)) {
     for (std::string_view spelling : {spec.canonical, spec.alias}) {
       if (!spelling.empty()) {
@@ -95,6 +95,22 @@ std::optional<Match> find(FlagFamily family, std::string_view token) {
     }
   }
   return std::nullopt;
+}
+
+// The row a token belongs to, as its canonical spelling reads back: in the
+// generic table a flag's canonical name may be another row's spelling
+// (clang's "--include" renders as "-include", which is NVRTC's alias of
+// "--pre-include"), and what kcached renders the worker must parse alike.
+std::optional<Match> find(FlagFamily family, std::string_view token) {
+  auto m = find_row(family, token);
+  for (int hops = 0; m && hops < 4; ++hops) {
+    const auto again = find_row(family, m->spec->canonical);
+    if (!again || again->spec == m->spec) {
+      break;
+    }
+    m->spec = again->spec;
+  }
+  return m;
 }
 
 bool is_identifier(std::string_view s) {
