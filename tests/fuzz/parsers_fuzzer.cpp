@@ -2,16 +2,16 @@
 // picks the parser, the rest is its input. Each must return a value or an
 // error, never crash, hang or read out of bounds.
 
+#include <kcache/cachekey/compiler_flags.h>
 #include <kcache/cachekey/graph_digest.h>
 #include <kcache/cachekey/graph_json.h>
 #include <kcache/cachekey/guards.h>
 #include <kcache/cachekey/hash_details.h>
 #include <kcache/cachekey/key_manifest.h>
 #include <kcache/cachekey/wire.h>
-#include <kcache/cachekey/compiler_flags.h>
 #include <kcache/compiler/compile_spec.h>
-#include <kcache/compiler/spec_check.h>
 #include <kcache/compiler/expression.h>
+#include <kcache/compiler/spec_check.h>
 #include <kcache/compiler/worker_protocol.h>
 #include <kcache/service/job.h>
 #include <kcache/storage/artifact_store.h>
@@ -19,8 +19,8 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
