@@ -1,5 +1,5 @@
 #pragma once
-// The CUDA driver API, loaded with dlopen at run time: load CUBINs, move
+// The CUDA driver API (cachekey's CudaApi, loaded at run time): load CUBINs, move
 // memory, launch kernels. Nothing links libcuda, so every kcache program still
 // runs on hosts without a GPU (open() then says why it cannot). Used to check
 // and benchmark compiled kernels on GPU workers.
