@@ -22,8 +22,8 @@ case "${1:-}" in
   run)
     [ -f .device/corpus/manifest.txt ] || { echo "run 'prepare' first (on the build machine)"; exit 2; }
     bin=$(mktemp -d)/gpu_check
-    g++ -std=c++20 -O2 -Wall -Wextra -Werror -Icompiler/include -I.device/include \
-      compiler/src/cuda_driver.cpp compiler/tools/gpu_check.cpp -ldl -o "$bin"
+    g++ -std=c++20 -O2 -Wall -Wextra -Werror -Icachekey/include -Icompiler/include -I.device/include \
+      cachekey/src/cuda_api.cpp compiler/src/cuda_driver.cpp compiler/tools/gpu_check.cpp -ldl -o "$bin"
     "$bin" .device/corpus
     ;;
   *)
