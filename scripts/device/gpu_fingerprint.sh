@@ -4,14 +4,20 @@
 # time), prints it, and checks every field against PyTorch's view of the same
 # devices. Exit status 0 only if they agree.
 #
-#   scripts/device/gpu_fingerprint.sh          (writes hwinfo.json to $OUT if set)
+#   scripts/device/gpu_fingerprint.sh prepare   here: header-only deps into .device/
+#   scripts/device/gpu_fingerprint.sh [run]     on the GPU host (writes hwinfo.json to $OUT if set)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+if [ "${1:-run}" = prepare ]; then
+  # The GPU host has no apt: tl::expected (header-only) travels in .device/.
+  mkdir -p .device/include/tl && cp /usr/include/tl/expected.hpp .device/include/tl/
+  exit 0
+fi
 out=${OUT:-$(mktemp -d)}
 bin=$(mktemp -d)/kcache_hwinfo
 
-g++ -std=c++20 -O2 -Wall -Wextra -Werror -Icachekey/include \
-  cachekey/src/cpu_info.cpp cachekey/src/gpu_info.cpp examples/kcache_hwinfo.cpp -ldl -o "$bin"
+g++ -std=c++20 -O2 -Wall -Wextra -Werror -Icachekey/include -I.device/include \
+  cachekey/src/cpu_info.cpp cachekey/src/cuda_api.cpp cachekey/src/gpu_info.cpp examples/kcache_hwinfo.cpp -ldl -o "$bin"
 "$bin"
 "$bin" --json >"$out/hwinfo.json"
 
