@@ -1,4 +1,5 @@
 #include <kcache/cachekey/json_text.h>
+#include <kcache/service/enum_names.h>
 #include <kcache/service/job.h>
 
 #include <nlohmann/json.hpp>
@@ -12,36 +13,65 @@ namespace kcache::service {
 using nlohmann::json;
 
 namespace {
-constexpr std::array<std::pair<JobState, std::string_view>, 5> kStates = {
-    {{JobState::kQueued, "queued"},
-     {JobState::kRunning, "running"},
-     {JobState::kSucceeded, "succeeded"},
-     {JobState::kFailed, "failed"},
-     {JobState::kCancelled, "cancelled"}}};
+
+constexpr EnumNames<JobKind, 2>
+    kKinds({{{JobKind::kCompile, "compile"}, {JobKind::kAutotune, "autotune"}}});
+
+constexpr EnumNames<JobState, 5> kStates({{{JobState::kQueued, "queued"},
+                                           {JobState::kRunning, "running"},
+                                           {JobState::kSucceeded, "succeeded"},
+                                           {JobState::kFailed, "failed"},
+                                           {JobState::kCancelled, "cancelled"}}});
+
+constexpr EnumNames<JobError, 9> kErrors({{{JobError::kNone, ""},
+                                           {JobError::kInvalidSpec, "invalid-spec"},
+                                           {JobError::kCompileFailed, "compile-failed"},
+                                           {JobError::kUnavailable, "unavailable"},
+                                           {JobError::kInternal, "internal"},
+                                           {JobError::kCancelled, "cancelled"},
+                                           {JobError::kResourceLimit, "resource-limit"},
+                                           {JobError::kStore, "store"},
+                                           {JobError::kAutotuneFailed, "autotune-failed"}}});
+
+template <typename E, std::size_t N>
+tl::expected<E, std::string> parse_name(const EnumNames<E, N>& names, std::string_view what,
+                                        std::string_view name) {
+  if (auto value = names.parse(name)) {
+    return *value;
+  }
+  return tl::unexpected("unknown " + std::string(what) + " '" + std::string(name) + "' (" +
+                        names.choices() + ")");
+}
+
 } // namespace
 
+std::string_view job_kind_name(JobKind kind) {
+  return kKinds.name(kind);
+}
+
+tl::expected<JobKind, std::string> parse_job_kind(std::string_view name) {
+  return parse_name(kKinds, "job kind", name);
+}
+
 std::string_view job_state_name(JobState state) {
-  for (const auto& [s, name] : kStates) {
-    if (s == state) {
-      return name;
-    }
-  }
-  return "unknown";
+  return kStates.name(state);
 }
 
 tl::expected<JobState, std::string> parse_job_state(std::string_view name) {
-  for (const auto& [s, n] : kStates) {
-    if (n == name) {
-      return s;
-    }
-  }
-  return tl::unexpected("unknown job state '" + std::string(name) +
-                        "' (queued, running, succeeded, failed, cancelled)");
+  return parse_name(kStates, "job state", name);
+}
+
+std::string_view job_error_name(JobError error) {
+  return kErrors.name(error);
+}
+
+tl::expected<JobError, std::string> parse_job_error(std::string_view name) {
+  return parse_name(kErrors, "job error code", name);
 }
 
 json job_json(const Job& job, bool with_spec) {
   json out{{"id", job.id},
-           {"kind", job.kind},
+           {"kind", job_kind_name(job.kind)},
            {"compile_key", job.compile_key},
            {"keys", job.keys},
            {"backend", job.backend},
@@ -57,8 +87,8 @@ json job_json(const Job& job, bool with_spec) {
            {"submissions", job.submissions},
            {"output_size", job.output_size},
            {"compile_ms", job.compile_ms}};
-  if (!job.error_code.empty()) {
-    out["error"] = {{"code", job.error_code}, {"message", job.error_message}};
+  if (job.error_code != JobError::kNone) {
+    out["error"] = {{"code", job_error_name(job.error_code)}, {"message", job.error_message}};
   }
   if (!job.log.empty()) {
     out["log"] = job.log;
@@ -66,7 +96,7 @@ json job_json(const Job& job, bool with_spec) {
   if (!job.parents.empty()) {
     out["parents"] = job.parents;
   }
-  if (job.kind == "autotune") {
+  if (job.kind == JobKind::kAutotune) {
     out["tuning_class"] = job.tuning_class;
     out["progress"] = {{"done", job.progress_done}, {"total", job.progress_total}};
   }
@@ -88,7 +118,11 @@ tl::expected<Job, std::string> job_from_json(std::string_view text) {
   try {
     Job job;
     job.id = in.at("id").get<std::string>();
-    job.kind = in.value("kind", std::string("compile"));
+    auto kind = parse_job_kind(in.value("kind", std::string("compile")));
+    if (!kind) {
+      return tl::unexpected(kind.error());
+    }
+    job.kind = *kind;
     job.parents = in.value("parents", std::vector<std::string>());
     job.tuning_class = in.value("tuning_class", std::string());
     if (const auto p = in.find("progress"); p != in.end() && p->is_object()) {
@@ -114,7 +148,11 @@ tl::expected<Job, std::string> job_from_json(std::string_view text) {
     job.attempts = cachekey::json_integer(in, "attempts", std::uint32_t{0});
     job.submissions = cachekey::json_integer(in, "submissions", std::uint32_t{1});
     if (const auto e = in.find("error"); e != in.end() && e->is_object()) {
-      job.error_code = e->value("code", std::string());
+      auto code = parse_job_error(e->value("code", std::string()));
+      if (!code) {
+        return tl::unexpected(code.error());
+      }
+      job.error_code = *code;
       job.error_message = e->value("message", std::string());
     }
     job.log = in.value("log", std::string());

@@ -5,15 +5,15 @@
 
 #include <kcache/service/job.h>
 #include <kcache/service/job_journal.h>
-#include <kcache/service/job_queue.h>
+#include <kcache/service/job_priority_queue.h>
 
 #include <gtest/gtest.h>
 
 namespace kcache::service {
 namespace {
 
-TEST(JobQueue, HighestPriorityFirstThenFifo) {
-  JobQueue q(10);
+TEST(JobPriorityQueue, HighestPriorityFirstThenFifo) {
+  JobPriorityQueue q(10);
   ASSERT_TRUE(q.push("low-1", 0));
   ASSERT_TRUE(q.push("high", 5));
   ASSERT_TRUE(q.push("low-2", 0));
@@ -27,8 +27,8 @@ TEST(JobQueue, HighestPriorityFirstThenFifo) {
   EXPECT_EQ(q.pop(), std::nullopt);
 }
 
-TEST(JobQueue, BoundedUnlessForcedAndRemovable) {
-  JobQueue q(2);
+TEST(JobPriorityQueue, BoundedUnlessForcedAndRemovable) {
+  JobPriorityQueue q(2);
   EXPECT_TRUE(q.push("a", 0));
   EXPECT_TRUE(q.push("b", 0));
   EXPECT_FALSE(q.push("c", 0)) << "a full queue refuses";
@@ -57,7 +57,7 @@ Job sample() {
   job.finished_ms = 3;
   job.attempts = 2;
   job.submissions = 7;
-  job.error_code = "compile-failed";
+  job.error_code = JobError::kCompileFailed;
   job.error_message = "clang could not compile the source";
   job.log = "k.cpp:1:9: error: expected expression";
   job.output_size = 0;

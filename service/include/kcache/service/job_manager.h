@@ -1,29 +1,32 @@
 #pragma once
-// Compile jobs: submission with single-flight, a bounded priority queue, a pool
-// of threads that each drive one kcache-worker subprocess at a time, the
-// journal that makes jobs survive a restart, a negative cache of failures, and
-// waiters (long-polls) woken when their job finishes.
-//
-// A job's result is published as an artifact in every storage tier, under the
-// compile key and under every client key that asked for it, before any waiter
-// is woken: a woken client's next get is a hit.
+// Compile jobs. JobManager is the coordinator: it checks and keys a
+// submission, then moves jobs between its parts under one lock:
+//   JobTable             every job; single-flight, negative cache, history
+//   JobQueue             the waiting order and the durable records
+//                        (LocalJobQueue: in memory + the RocksDB journal)
+//   JobWorkerPool        the threads; each runs one job at a time through
+//   JobRunner            a kcache-worker subprocess (or a test double)
+//   JobPublisher         results into the artifact store, under every key
+//   AutotuneCoordinator  searches: variant compiles, then the benchmark
+// and answers waiters (long-polls) when their job finishes, after its result
+// is published: a woken client's next get is a hit.
 
-#include <kcache/compiler/autotune_spec.h>
 #include <kcache/compiler/compile_spec.h>
 #include <kcache/compiler/worker_protocol.h>
-#include <kcache/compiler/worker_runner.h>
 #include <kcache/service/config.h>
 #include <kcache/service/deadline_waiters.h>
 #include <kcache/service/job.h>
-#include <kcache/service/job_journal.h>
+#include <kcache/service/job_autotune.h>
+#include <kcache/service/job_publisher.h>
 #include <kcache/service/job_queue.h>
+#include <kcache/service/job_runner.h>
+#include <kcache/service/job_table.h>
+#include <kcache/service/job_worker_pool.h>
 #include <kcache/service/metrics.h>
-#include <kcache/storage/artifact_store.h>
+#include <kcache/storage/store.h>
 
 #include <condition_variable>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -66,11 +69,17 @@ struct JobCounts {
 
 class JobManager {
 public:
-  // Learns the worker's toolchains (kcache-worker --toolchains), replays the
-  // journal in `journal_dir`, and starts `config.workers` worker threads.
+  // kcached's: a WorkerJobRunner over config.worker_binary (which must answer
+  // --toolchains) and a LocalJobQueue journaled in `journal_dir`.
   static tl::expected<std::unique_ptr<JobManager>, std::string>
   create(const JobsConfig& config, const std::string& journal_dir, storage::Store& store,
          MetricsRegistry& metrics);
+  // Over any runner and queue (unit tests: a scripted runner, no journal).
+  // Replays the queue's records and starts `config.workers` worker threads.
+  static std::unique_ptr<JobManager> create(const JobsConfig& config,
+                                            std::unique_ptr<JobRunner> runner,
+                                            std::unique_ptr<JobQueue> queue, storage::Store& store,
+                                            MetricsRegistry& metrics);
   ~JobManager();
   JobManager(const JobManager&) = delete;
   JobManager& operator=(const JobManager&) = delete;
@@ -88,7 +97,7 @@ public:
   std::vector<Job> list(std::optional<JobState> state, std::size_t limit) const;
   std::optional<std::size_t> queue_position(const std::string& id) const;
   JobCounts counts() const;
-  const compiler::Toolchains& toolchains() const { return toolchains_; }
+  const compiler::Toolchains& toolchains() const { return runner_->toolchains(); }
 
   // Stops taking jobs, answers every waiter, kills running compiles (they stay
   // in the journal as queued and run after a restart) and joins the threads.
@@ -97,18 +106,19 @@ public:
   struct PrivateTag {
     explicit PrivateTag() = default;
   };
-  JobManager(PrivateTag, const JobsConfig& config, compiler::WorkerRunner runner,
-             compiler::Toolchains toolchains, std::optional<compiler::HostTarget> host_target,
-             std::unique_ptr<JobJournal> journal, storage::Store& store, MetricsRegistry& metrics);
+  JobManager(PrivateTag, const JobsConfig& config, std::unique_ptr<JobRunner> runner,
+             std::unique_ptr<JobQueue> queue, storage::Store& store, MetricsRegistry& metrics);
 
 private:
   using Clock = std::chrono::steady_clock;
-  struct Failure {
-    std::string job_id;
-    Clock::time_point expires;
-  };
   using WaitCallback = std::function<void(std::optional<Job>)>;
   using Callbacks = std::vector<std::pair<WaitCallback, Job>>;
+  struct Metrics {
+    explicit Metrics(MetricsRegistry& registry);
+    MetricsRegistry& registry;
+    Counter &ok, &failed, &cancelled;
+    Histogram &compile_seconds, &queue_seconds;
+  };
 
   void recover();
   SubmitResult submit_uncounted(const Submission& submission);
@@ -118,73 +128,53 @@ private:
   // Under mu_: the negative cache, single-flight (joining adds the key and the
   // parents), the queue's bound unless `force`, the journal, the queue.
   SubmitResult admit_locked(Job job, const std::string& key, bool queue_now, bool force);
-
-  // Autotune (job_autotune.cpp): a search job waits for its variants' compile
-  // jobs (children), then benchmarks them on a worker thread.
-  struct AutotuneState {
-    std::string device; // cpu | cuda: where the variants are timed
-    compiler::CompileSpec base;
-    compiler::AutotuneSearch search;
-    compiler::Space space;
-    std::vector<std::string> compile_keys;             // per space.variants, then the reference's
-    std::map<std::string, std::string> compile_errors; // compile key -> why it failed
-    std::size_t pending = 0;
-  };
-  SubmitResult submit_autotune(const Submission& submission);
-  // Parses the job's search and admits its variant compiles (the job fails
-  // when the search is unusable).
-  void begin_autotune(const std::string& id);
-  void on_child_finished_locked(const Job& child);
-  void run_autotune(const std::string& id, const std::stop_token& cancel);
-
   // The spec a job compiles: checked hermetic and canonical (spec_check.h),
   // "native" resolved to this host's CPU; or why it is refused.
   tl::expected<compiler::CompileSpec, SubmitResult> prepare(compiler::CompileSpec spec) const;
   std::optional<SubmitResult> lookup_cached(const std::string& key, const std::string& compile_key);
-  void worker_loop(const std::stop_token& stop);
-  void housekeeping_loop(const std::stop_token& stop);
+
+  // Autotune glue (job_manager_autotune.cpp) around autotune_.
+  SubmitResult submit_autotune(const Submission& submission);
+  // Parses the job's search and admits its variant compiles (the job fails
+  // when the search is unusable).
+  void begin_autotune(const std::string& id);
+  void run_autotune(const std::string& id, const std::stop_token& cancel);
+
+  // The worker pool's two halves: under mu_, the next job; then running it.
+  std::optional<std::string> take_next();
   void run_job(const std::string& id);
-  void publish(const std::string& id, const compiler::CompileResult& result,
-               const std::map<std::string, std::string>& toolchain);
-  // Under mu_: moves the job to its final state, journals it and hands back
-  // its waiters (called after the lock is released).
-  Callbacks finish_locked(Job& job, JobState state);
-  void remember_finished_locked(const Job& job);
+  void run_compile(const std::string& id, const std::stop_token& cancel);
+  void housekeeping_loop(const std::stop_token& stop);
+  // Under mu_: moves the job to its final state, journals it, tells its
+  // autotune parents and hands back its waiters (called after unlocking).
+  // `job` may leave the history here: the copy is the job as it ended.
+  struct Finished {
+    Job job;
+    Callbacks callbacks;
+  };
+  Finished finish_locked(Job& job, JobState state);
+  void enqueue_locked(const Job& job);
   void journal_locked(const Job& job);
 
   const JobsConfig config_;
-  const compiler::WorkerRunner runner_;
-  const compiler::Toolchains toolchains_;
-  const std::optional<compiler::HostTarget> host_target_; // for target "native"
-  const std::string host_tuning_class_;                   // this host's CPU, for CPU autotune
-  const std::string host_gpu_tuning_class_;               // its first GPU; "" without one
-  std::unique_ptr<JobJournal> journal_;
-  storage::ArtifactStore artifacts_;
+  const std::unique_ptr<JobRunner> runner_;
+  const std::string host_tuning_class_;     // this host's CPU, for CPU autotune
+  const std::string host_gpu_tuning_class_; // its first GPU; "" without one
+  JobPublisher publisher_;
+  Metrics metrics_;
 
-  mutable std::mutex mu_;
-  std::condition_variable_any work_cv_;
+  mutable std::mutex mu_; // guards everything below but the threads
   std::condition_variable_any waiter_cv_;
   bool stopping_ = false;
-  JobQueue queue_;
-  std::unordered_map<std::string, Job> jobs_;                  // active and remembered
-  std::deque<std::string> finished_order_;                     // oldest first
-  std::unordered_map<std::string, std::string> active_by_key_; // compile key -> job id
-  std::unordered_map<std::string, Failure> failures_;          // failure_key() -> failure
-  std::unordered_map<std::string, std::stop_source> running_;  // job id -> its cancel
-  DeadlineWaiters<WaitCallback> waiters_;                      // job id -> long-polls
-  std::unordered_map<std::string, AutotuneState> autotunes_;   // autotune job id ->
-  std::uint64_t waiters_generation_ = 0;                       // bumped per new waiter
-  std::size_t running_count_ = 0;
-
-  Counter& compiles_ok_;
-  Counter& compiles_failed_;
-  Counter& compiles_cancelled_;
-  Histogram& compile_seconds_;
-  Histogram& queue_seconds_;
-  MetricsRegistry& metrics_;
+  std::unique_ptr<JobQueue> queue_;
+  JobTable table_;
+  AutotuneCoordinator autotune_;
+  std::unordered_map<std::string, std::stop_source> running_; // job id -> its cancel
+  DeadlineWaiters<WaitCallback> waiters_;                     // job id -> long-polls
+  std::uint64_t waiters_generation_ = 0;                      // bumped per new waiter
 
   // Last: they stop and join before anything above is destroyed.
-  std::vector<std::jthread> workers_;
+  std::unique_ptr<JobWorkerPool> pool_;
   std::jthread housekeeper_;
 };
 

@@ -1,46 +1,42 @@
 #pragma once
-// The queue of jobs waiting for a worker: highest priority first, first come
-// first served within a priority, bounded (a full queue answers "busy" rather
-// than growing without limit). Not thread-safe: JobManager holds its lock.
+// Where jobs wait for a worker and where their records outlive the process.
+// JobManager sees only this interface: the first implementation is
+// LocalJobQueue (an in-process priority queue and the RocksDB journal); the
+// cluster's will be a Redis Streams queue shared by every kcached.
+//
+// Not thread-safe: JobManager calls it under its own lock.
+
+#include <kcache/service/job.h>
+
+#include <tl/expected.hpp>
 
 #include <cstddef>
-#include <cstdint>
 #include <optional>
-#include <set>
 #include <string>
-#include <unordered_map>
+#include <vector>
 
 namespace kcache::service {
 
 class JobQueue {
 public:
-  explicit JobQueue(std::size_t capacity) : capacity_(capacity) {}
+  virtual ~JobQueue() = default;
 
-  // False when full, unless `force` (jobs resumed from the journal are never dropped).
-  bool push(const std::string& id, int priority, bool force = false);
-  std::optional<std::string> pop();
-  bool remove(const std::string& id);
+  // The order: highest priority first, first come first served within one.
+  // False when full, unless `force` (jobs resumed from the journal, and an
+  // autotune search's own compiles, are never dropped), or already queued.
+  virtual bool push(const std::string& id, int priority, bool force) = 0;
+  virtual std::optional<std::string> pop() = 0;
+  virtual bool remove(const std::string& id) = 0;
   // 0-based place in line, or nullopt when not queued.
-  std::optional<std::size_t> position(const std::string& id) const;
-  std::size_t size() const { return entries_.size(); }
-  std::size_t capacity() const { return capacity_; }
+  virtual std::optional<std::size_t> position(const std::string& id) const = 0;
+  virtual std::size_t size() const = 0;
+  virtual std::size_t capacity() const = 0;
 
-private:
-  struct Entry {
-    int priority;
-    std::uint64_t sequence;
-    std::string id;
-    bool operator<(const Entry& other) const {
-      if (priority != other.priority) {
-        return priority > other.priority;
-      }
-      return sequence < other.sequence;
-    }
-  };
-  std::size_t capacity_;
-  std::uint64_t next_sequence_ = 0;
-  std::set<Entry> entries_;
-  std::unordered_map<std::string, std::set<Entry>::iterator> by_id_;
+  // The durable records: written at submission, start and finish; read back
+  // once at startup. A put replaces the job's record.
+  virtual tl::expected<void, std::string> put(const Job& job) = 0;
+  virtual tl::expected<void, std::string> erase(const std::string& id) = 0;
+  virtual std::vector<Job> load() const = 0;
 };
 
 } // namespace kcache::service

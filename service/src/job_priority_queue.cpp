@@ -1,10 +1,10 @@
-#include <kcache/service/job_queue.h>
+#include <kcache/service/job_priority_queue.h>
 
 #include <iterator>
 
 namespace kcache::service {
 
-bool JobQueue::push(const std::string& id, int priority, bool force) {
+bool JobPriorityQueue::push(const std::string& id, int priority, bool force) {
   if ((!force && entries_.size() >= capacity_) || by_id_.contains(id)) {
     return false;
   }
@@ -13,7 +13,7 @@ bool JobQueue::push(const std::string& id, int priority, bool force) {
   return inserted;
 }
 
-std::optional<std::string> JobQueue::pop() {
+std::optional<std::string> JobPriorityQueue::pop() {
   if (entries_.empty()) {
     return std::nullopt;
   }
@@ -23,7 +23,7 @@ std::optional<std::string> JobQueue::pop() {
   return id;
 }
 
-bool JobQueue::remove(const std::string& id) {
+bool JobPriorityQueue::remove(const std::string& id) {
   const auto it = by_id_.find(id);
   if (it == by_id_.end()) {
     return false;
@@ -33,7 +33,7 @@ bool JobQueue::remove(const std::string& id) {
   return true;
 }
 
-std::optional<std::size_t> JobQueue::position(const std::string& id) const {
+std::optional<std::size_t> JobPriorityQueue::position(const std::string& id) const {
   const auto it = by_id_.find(id);
   if (it == by_id_.end()) {
     return std::nullopt;

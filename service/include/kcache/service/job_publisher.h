@@ -1,0 +1,52 @@
+#pragma once
+// Where a job's result goes: the artifact store, under the compile key and
+// under every client key that asked for it, before any waiter is woken (a
+// woken client's next get is a hit). Also answers "is it compiled already?"
+// at submission and reads compiled variants back for autotune benchmarks.
+//
+// Thread-safe as the store is: it keeps no state of its own.
+
+#include <kcache/compiler/backend.h>
+#include <kcache/storage/artifact_store.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kcache::service {
+
+class JobPublisher {
+public:
+  explicit JobPublisher(storage::Store& store);
+
+  // Why `key` needs no compile ("already in the cache"; or, when the compile
+  // key has it, linked under `key` too), or nullopt when it does.
+  std::optional<std::string> cached(const std::string& key, const std::string& compile_key);
+  bool has(const std::string& key);
+  // The first file of the artifact under `key` (a compiled variant).
+  std::optional<std::string> first_file(const std::string& key);
+
+  struct CompileMetadata {
+    std::string job_id, compile_key, backend, target, output;
+    std::map<std::string, std::string> toolchain; // what the key was computed with
+  };
+  // Stores a compile's result under every key `keys()` returns; calls it
+  // again until it adds no key (submissions may join while this runs).
+  tl::expected<void, std::string>
+  publish_compile(const compiler::CompileResult& result, const CompileMetadata& meta,
+                  const std::function<std::vector<std::string>()>& keys);
+
+  // Stores an autotune search's winner and its tuning table under each key.
+  tl::expected<void, std::string>
+  publish_winner(const std::vector<std::string>& keys, const std::string& file_name,
+                 const std::string& binary, const std::string& table_json,
+                 const std::map<std::string, std::string>& metadata);
+
+private:
+  storage::ArtifactStore artifacts_;
+  const std::string producer_; // "kcache-worker@<host>"
+};
+
+} // namespace kcache::service

@@ -1,0 +1,209 @@
+// JobManager's autotune glue: admitting a search and its variant compiles,
+// and finishing it after its benchmark. What a search is, its progress and
+// the benchmark itself are AutotuneCoordinator's (job_autotune.h).
+
+#include <kcache/cachekey/wire.h>
+#include <kcache/service/job_manager.h>
+
+#include <spdlog/spdlog.h>
+
+namespace kcache::service {
+
+namespace {
+
+std::int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+} // namespace
+
+SubmitResult JobManager::submit_autotune(const Submission& submission) {
+  auto parsed = AutotuneCoordinator::parse(submission.spec_json);
+  if (!parsed) {
+    return {SubmitStatus::kInvalid, std::nullopt, parsed.error()};
+  }
+  auto base = prepare(parsed->base);
+  if (!base) {
+    return std::move(base.error());
+  }
+  auto template_key = compile_key_of(*base);
+  if (!template_key) {
+    return {SubmitStatus::kUnavailable, std::nullopt, template_key.error()};
+  }
+  // GPU variants are timed on this host's GPU: the workers reach it through
+  // the driver API.
+  const std::string& host_class =
+      parsed->device == "cuda" ? host_gpu_tuning_class_ : host_tuning_class_;
+  if (host_class.empty()) {
+    return {SubmitStatus::kUnavailable, std::nullopt,
+            "autotune: no GPU on this kcached's host to benchmark CUDA variants on"};
+  }
+  // Variants are timed here: a request for other hardware belongs to a node
+  // of that tuning class.
+  if (!submission.tuning_class.empty() && submission.tuning_class != host_class) {
+    return {SubmitStatus::kUnavailable, std::nullopt,
+            "autotune: this kcached benchmarks on " + host_class + ", not " +
+                submission.tuning_class};
+  }
+  const std::string& tuning_class = host_class;
+  const std::string search_key =
+      AutotuneCoordinator::search_key(*template_key, *parsed, tuning_class);
+  const std::string key = submission.key.empty() ? search_key : submission.key;
+  if (!cachekey::wire::is_valid_action_key(key)) {
+    return {SubmitStatus::kInvalid, std::nullopt, "invalid key '" + key + "'"};
+  }
+  if (auto cached = lookup_cached(key, search_key)) {
+    return std::move(*cached);
+  }
+  Job job = compile_job(parsed->base, search_key, submission.spec_json, submission.priority);
+  job.kind = JobKind::kAutotune;
+  job.tuning_class = tuning_class;
+  job.progress_total = 2 * parsed->space.variants.size();
+  SubmitResult admitted;
+  {
+    std::lock_guard lock(mu_);
+    admitted = admit_locked(std::move(job), key, /*queue_now=*/false, /*force=*/false);
+  }
+  if (admitted.status == SubmitStatus::kQueued) {
+    begin_autotune(admitted.job->id);
+    if (auto now = find(admitted.job->id)) {
+      admitted.job = std::move(*now);
+    }
+  }
+  return admitted;
+}
+
+void JobManager::begin_autotune(const std::string& id) {
+  std::string spec_json;
+  int priority = 0;
+  {
+    std::lock_guard lock(mu_);
+    const Job& job = *table_.find(id);
+    spec_json = job.spec_json;
+    priority = job.priority;
+  }
+  auto parsed = AutotuneCoordinator::parse(spec_json);
+  std::vector<std::pair<compiler::CompileSpec, std::string>> compiles; // spec, compile key
+  std::string error = parsed ? "" : parsed.error();
+  if (parsed) {
+    std::vector<compiler::Variant> all = parsed->space.variants;
+    all.push_back({parsed->search.benchmark.reference, "reference"});
+    for (const compiler::Variant& v : all) {
+      auto spec = prepare(compiler::variant_spec(parsed->base, v));
+      if (!spec) {
+        error = spec.error().message;
+        break;
+      }
+      auto key = compile_key_of(*spec);
+      if (!key) {
+        error = key.error();
+        break;
+      }
+      compiles.emplace_back(std::move(*spec), std::move(*key));
+    }
+  }
+  // What is compiled already (outside the lock: a tier may be remote).
+  std::vector<bool> cached;
+  cached.reserve(compiles.size());
+  for (const auto& [spec, key] : compiles) {
+    cached.push_back(publisher_.has(key));
+  }
+
+  Callbacks callbacks;
+  std::size_t children = 0;
+  {
+    std::lock_guard lock(mu_);
+    Job& job = *table_.find(id);
+    if (!error.empty()) {
+      job.error_code = JobError::kInvalidSpec;
+      job.error_message = error;
+      callbacks = finish_locked(job, JobState::kFailed).callbacks;
+    } else {
+      job.state = JobState::kRunning;
+      job.started_ms = wall_ms();
+      ++job.attempts;
+      AutotuneCoordinator::State& state = autotune_.begin(id, *parsed);
+      job.progress_done = 0;
+      for (std::size_t i = 0; i < compiles.size(); ++i) {
+        const auto& [spec, key] = compiles[i];
+        state.compile_keys.push_back(key);
+        if (cached[i]) {
+          job.progress_done += i + 1 < compiles.size() ? 1 : 0;
+          continue;
+        }
+        Job child = compile_job(spec, key, compiler::spec_to_json(spec), priority);
+        child.parents = {id};
+        SubmitResult r = admit_locked(std::move(child), key, /*queue_now=*/true, /*force=*/true);
+        if (r.status == SubmitStatus::kQueued || r.status == SubmitStatus::kJoined) {
+          ++state.pending;
+          ++children;
+        } else {
+          state.compile_errors[key] = r.message;
+          job.progress_done += i + 1 < compiles.size() ? 1 : 0;
+        }
+      }
+      journal_locked(job);
+      if (state.pending == 0) {
+        enqueue_locked(job);
+      }
+    }
+  }
+  for (auto& [done, job] : callbacks) {
+    done(std::move(job));
+  }
+  if (children > 0) {
+    spdlog::info("autotune job {}: {} variants, {} pruned, {} compiles to run", id,
+                 parsed->space.variants.size(), parsed->space.pruned.size(), children);
+  }
+}
+
+void JobManager::run_autotune(const std::string& id, const std::stop_token& cancel) {
+  std::optional<AutotuneCoordinator::State> state;
+  std::vector<std::string> keys;
+  std::string tuning_class;
+  {
+    std::lock_guard lock(mu_);
+    state = autotune_.get(id);
+    const Job& job = *table_.find(id);
+    keys = job.keys;
+    tuning_class = job.tuning_class;
+  }
+  const AutotuneCoordinator::Outcome outcome =
+      AutotuneCoordinator::benchmark(id, *state, keys, tuning_class, *runner_, publisher_, cancel);
+
+  Callbacks callbacks;
+  {
+    std::lock_guard lock(mu_);
+    running_.erase(id);
+    Job& job = *table_.find(id);
+    job.log = outcome.table_json;
+    job.progress_done = job.progress_total;
+    if (cancel.stop_requested() && stopping_) {
+      job.state = JobState::kQueued; // resumes (recompiles nothing) after a restart
+      journal_locked(job);
+    } else {
+      autotune_.erase(id);
+      if (cancel.stop_requested()) {
+        job.error_code = JobError::kCancelled;
+        callbacks = finish_locked(job, JobState::kCancelled).callbacks;
+      } else if (!outcome.failure.empty() || !outcome.publish_error.empty()) {
+        job.error_code = outcome.failure.empty() ? JobError::kStore : JobError::kAutotuneFailed;
+        job.error_message = outcome.failure.empty() ? outcome.publish_error : outcome.failure;
+        callbacks = finish_locked(job, JobState::kFailed).callbacks;
+      } else {
+        job.output_size = outcome.winner_size;
+        job.compile_ms = static_cast<std::int64_t>(outcome.bench_seconds * 1000);
+        spdlog::info("autotune job {}: winner {} ({} variant runs in {:.2f} s)", id,
+                     outcome.winner_id, outcome.benchmarked, outcome.bench_seconds);
+        callbacks = finish_locked(job, JobState::kSucceeded).callbacks;
+      }
+    }
+  }
+  for (auto& [done, job] : callbacks) {
+    done(std::move(job));
+  }
+}
+
+} // namespace kcache::service

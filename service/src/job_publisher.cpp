@@ -1,0 +1,127 @@
+#include <kcache/cachekey/json_text.h>
+#include <kcache/service/job_publisher.h>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace kcache::service {
+
+namespace {
+
+std::string file_name_for(compiler::OutputKind kind) {
+  switch (kind) {
+  case compiler::OutputKind::kCubin:
+    return "kernel.cubin";
+  case compiler::OutputKind::kPtx:
+    return "kernel.ptx";
+  case compiler::OutputKind::kObject:
+    return "kernel.o";
+  case compiler::OutputKind::kSharedObject:
+    return "kernel.so";
+  }
+  return "kernel.bin";
+}
+
+std::string hostname() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+} // namespace
+
+JobPublisher::JobPublisher(storage::Store& store)
+    : artifacts_(store), producer_("kcache-worker@" + hostname()) {}
+
+std::optional<std::string> JobPublisher::cached(const std::string& key,
+                                                const std::string& compile_key) {
+  if (has(key)) {
+    return "already in the cache";
+  }
+  if (key == compile_key) {
+    return std::nullopt;
+  }
+  // The same compile, asked for under another client key: link, do not rebuild.
+  auto artifact = artifacts_.get(compile_key);
+  if (!artifact || !*artifact) {
+    return std::nullopt;
+  }
+  storage::ActionRecord copy = (*artifact)->record;
+  copy.key = key;
+  copy.manifest.reset();
+  if (auto stored = artifacts_.put(std::move(copy), std::move((*artifact)->files)); !stored) {
+    return std::nullopt;
+  }
+  return "compiled before under another key";
+}
+
+bool JobPublisher::has(const std::string& key) {
+  auto record = artifacts_.get_record(key);
+  return record && *record;
+}
+
+std::optional<std::string> JobPublisher::first_file(const std::string& key) {
+  auto artifact = artifacts_.get(key);
+  if (artifact && *artifact && !(*artifact)->files.empty()) {
+    return (*artifact)->files.front().data;
+  }
+  return std::nullopt;
+}
+
+tl::expected<void, std::string>
+JobPublisher::publish_compile(const compiler::CompileResult& result, const CompileMetadata& meta,
+                              const std::function<std::vector<std::string>()>& keys) {
+  std::vector<storage::ArtifactFile> files = {{file_name_for(result.kind), result.binary}};
+  if (!result.log.empty()) {
+    files.push_back({"compile.log", result.log});
+  }
+  const std::map<std::string, std::string> metadata = {
+      {"job", meta.job_id},
+      {"compile_key", meta.compile_key},
+      {"backend", meta.backend},
+      {"target", meta.target},
+      {"output", meta.output},
+      {"compile_ms", std::to_string(result.duration.count() / 1000)},
+      {"lowered_names", cachekey::json_text(nlohmann::json(result.lowered_names))},
+      {"toolchain", cachekey::json_text(nlohmann::json(meta.toolchain))}};
+  std::vector<std::string> published;
+  while (true) {
+    std::vector<std::string> pending;
+    for (const std::string& key : keys()) {
+      if (std::find(published.begin(), published.end(), key) == published.end()) {
+        pending.push_back(key);
+      }
+    }
+    if (pending.empty()) {
+      return {};
+    }
+    for (const std::string& key : pending) {
+      auto stored = artifacts_.put(key, files, producer_, metadata);
+      published.push_back(key);
+      if (!stored) {
+        spdlog::error("job {}: storing the result under {} failed: {}", meta.job_id, key,
+                      stored.error().message);
+        return tl::unexpected(stored.error().message);
+      }
+    }
+  }
+}
+
+tl::expected<void, std::string>
+JobPublisher::publish_winner(const std::vector<std::string>& keys, const std::string& file_name,
+                             const std::string& binary, const std::string& table_json,
+                             const std::map<std::string, std::string>& metadata) {
+  for (const std::string& key : keys) {
+    auto stored = artifacts_.put(key, {{file_name, binary}, {"autotune.json", table_json}},
+                                 "kcache-autotune", metadata);
+    if (!stored) {
+      return tl::unexpected(stored.error().message);
+    }
+  }
+  return {};
+}
+
+} // namespace kcache::service
