@@ -1,0 +1,260 @@
+// JobManager over the test runner: single-flight, priority, cancel, the
+// negative cache and journal replay, in milliseconds and with no compiler.
+// (tests/service/jobs_integration_test.cpp runs the same against real
+// kcache-worker processes.)
+
+#include "job_test_runner.h"
+#include "temp_dir.h"
+
+#include <kcache/service/job_manager.h>
+#include <kcache/service/job_queue_local.h>
+#include <kcache/storage/artifact_store.h>
+#include <kcache/storage/memory_store.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <future>
+#include <thread>
+
+namespace kcache::service {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string spec(const std::string& text, std::vector<std::string> options = {"-O2"}) {
+  return nlohmann::json{{"backend", "cpp"},
+                        {"source", {{"name", "kernel.cpp"}, {"text", text}}},
+                        {"options", options},
+                        {"target", "x86-64-v2"},
+                        {"output", "object"}}
+      .dump();
+}
+
+Submission submission(const std::string& text, int priority = 0, std::string key = "") {
+  return Submission{std::move(key), spec(text), priority, ""};
+}
+
+class JobManagerTest : public ::testing::Test {
+protected:
+  JobsConfig config() {
+    JobsConfig c;
+    c.workers = 1;
+    c.queue_capacity = 8;
+    c.negative_ttl = 60s;
+    c.tuning_class = "test-cpu"; // no hardware detection
+    return c;
+  }
+
+  // A manager over a fresh test runner and `queue` (in memory by default).
+  std::unique_ptr<JobManager> start(const JobsConfig& c,
+                                    std::unique_ptr<JobQueue> queue = nullptr) {
+    auto runner = std::make_unique<TestRunner>();
+    runner_ = runner.get();
+    if (!queue) {
+      queue = std::make_unique<LocalJobQueue>(c.queue_capacity, nullptr);
+    }
+    return JobManager::create(c, std::move(runner), std::move(queue), store_, metrics_);
+  }
+
+  // The job once it finishes (or as it is after 5 s).
+  static Job finished(JobManager& m, const std::string& id) {
+    std::promise<std::optional<Job>> done;
+    auto got = done.get_future();
+    m.wait(id, std::chrono::steady_clock::now() + 5s,
+           [&done](std::optional<Job> job) { done.set_value(std::move(job)); });
+    std::optional<Job> job = got.get();
+    EXPECT_TRUE(job.has_value());
+    return job.value_or(Job{});
+  }
+
+  storage::MemoryStore store_{64 << 20};
+  MetricsRegistry metrics_;
+  TestRunner* runner_ = nullptr; // owned by the manager
+};
+
+TEST_F(JobManagerTest, OneCompileForEverySubmissionOfTheSameSpec) {
+  auto m = start(config());
+  const SubmitResult first = m->submit(submission("block a"));
+  ASSERT_EQ(first.status, SubmitStatus::kQueued) << first.message;
+  const SubmitResult second = m->submit(submission("block a", 0, "client-key"));
+  ASSERT_EQ(second.status, SubmitStatus::kJoined) << second.message;
+  EXPECT_EQ(second.job->id, first.job->id);
+  EXPECT_EQ(second.job->submissions, 2U);
+  runner_->open();
+  const Job done = finished(*m, first.job->id);
+  EXPECT_EQ(done.state, JobState::kSucceeded);
+  EXPECT_EQ(runner_->started(1).size(), 1U) << "one compile";
+  // Published under the compile key and the client's key before waking us.
+  storage::ArtifactStore artifacts(store_);
+  for (const std::string& key : {done.compile_key, std::string("client-key")}) {
+    auto record = artifacts.get_record(key);
+    EXPECT_TRUE(record && *record) << key;
+  }
+  EXPECT_EQ(m->submit(submission("block a")).status, SubmitStatus::kCached);
+}
+
+TEST_F(JobManagerTest, HigherPriorityRunsFirstAndJoiningRaisesIt) {
+  auto m = start(config());
+  const SubmitResult blocker = m->submit(submission("block first"));
+  ASSERT_EQ(runner_->started(1).size(), 1U);
+  const SubmitResult low = m->submit(submission("low", 0));
+  const SubmitResult mid = m->submit(submission("mid", 1));
+  const SubmitResult high = m->submit(submission("high", 5));
+  EXPECT_EQ(m->queue_position(high.job->id), 0U);
+  EXPECT_EQ(m->queue_position(low.job->id), 2U);
+  // The same compile at a higher priority moves the job up.
+  EXPECT_EQ(m->submit(submission("low", 9)).status, SubmitStatus::kJoined);
+  EXPECT_EQ(m->queue_position(low.job->id), 0U);
+  runner_->open();
+  EXPECT_EQ(finished(*m, mid.job->id).state, JobState::kSucceeded);
+  EXPECT_EQ(runner_->started(4), (std::vector<std::string>{"block first", "low", "high", "mid"}));
+  EXPECT_EQ(m->find(blocker.job->id)->state, JobState::kSucceeded);
+}
+
+TEST_F(JobManagerTest, CancelAQueuedJobAtOnceAndARunningOneThroughItsRunner) {
+  auto m = start(config());
+  const SubmitResult running = m->submit(submission("block running"));
+  ASSERT_EQ(runner_->started(1).size(), 1U);
+  const SubmitResult queued = m->submit(submission("queued"));
+  const std::optional<Job> cancelled = m->cancel(queued.job->id);
+  ASSERT_TRUE(cancelled.has_value());
+  EXPECT_EQ(cancelled->state, JobState::kCancelled);
+  EXPECT_EQ(cancelled->error_code, JobError::kCancelled);
+  EXPECT_EQ(m->queue_position(queued.job->id), std::nullopt);
+
+  EXPECT_EQ(m->cancel(running.job->id)->state, JobState::kRunning) << "its worker stops it";
+  const Job done = finished(*m, running.job->id);
+  EXPECT_EQ(done.state, JobState::kCancelled);
+  EXPECT_EQ(job_error_name(done.error_code), "cancelled");
+  EXPECT_EQ(m->cancel("j-unknown"), std::nullopt);
+  EXPECT_EQ(m->counts().finished, 2U);
+  EXPECT_EQ(runner_->runs(), 1U) << "the queued job never ran";
+}
+
+TEST_F(JobManagerTest, CompileFailuresAreRememberedForTheirTtlResourceLimitsAreNot) {
+  auto m = start(config());
+  const SubmitResult failing = m->submit(submission("fail"));
+  const Job failed = finished(*m, failing.job->id);
+  EXPECT_EQ(failed.state, JobState::kFailed);
+  EXPECT_EQ(failed.error_code, JobError::kCompileFailed);
+  const SubmitResult again = m->submit(submission("fail"));
+  EXPECT_EQ(again.status, SubmitStatus::kFailedRecently);
+  EXPECT_EQ(again.job->id, failed.id);
+  // Every byte of the spec counts: another option is another spec.
+  EXPECT_EQ(m->submit(Submission{"", spec("fail", {"-O2", "-Wall"}), 0, ""}).status,
+            SubmitStatus::kQueued);
+
+  const SubmitResult oom = m->submit(submission("oom"));
+  EXPECT_EQ(finished(*m, oom.job->id).error_code, JobError::kResourceLimit);
+  EXPECT_EQ(m->submit(submission("oom")).status, SubmitStatus::kQueued);
+}
+
+TEST_F(JobManagerTest, NoNegativeCacheWithAZeroTtl) {
+  JobsConfig c = config();
+  c.negative_ttl = 0s;
+  auto m = start(c);
+  const SubmitResult failing = m->submit(submission("fail"));
+  finished(*m, failing.job->id);
+  EXPECT_EQ(m->submit(submission("fail")).status, SubmitStatus::kQueued);
+}
+
+TEST_F(JobManagerTest, AFullQueueIsBusyAndInvalidSpecsAreRefused) {
+  JobsConfig c = config();
+  c.queue_capacity = 1;
+  auto m = start(c);
+  m->submit(submission("block one"));
+  ASSERT_EQ(runner_->started(1).size(), 1U);
+  EXPECT_EQ(m->submit(submission("two")).status, SubmitStatus::kQueued);
+  EXPECT_EQ(m->submit(submission("three")).status, SubmitStatus::kBusy);
+  EXPECT_EQ(m->submit(Submission{"", "{}", 0, ""}).status, SubmitStatus::kInvalid);
+  nlohmann::json cuda = nlohmann::json::parse(spec("x"));
+  cuda["backend"] = "cuda";
+  cuda["target"] = "sm_90";
+  cuda["output"] = "cubin";
+  const SubmitResult unavailable = m->submit(Submission{"", cuda.dump(), 0, ""});
+  EXPECT_EQ(unavailable.status, SubmitStatus::kUnavailable);
+  EXPECT_NE(unavailable.message.find("not built into the test runner"), std::string::npos)
+      << unavailable.message;
+  runner_->open();
+}
+
+TEST_F(JobManagerTest, ShutdownAnswersWaitersAndKeepsRunningJobsQueued) {
+  auto m = start(config());
+  const SubmitResult running = m->submit(submission("block"));
+  ASSERT_EQ(runner_->started(1).size(), 1U);
+  std::promise<std::optional<Job>> answered;
+  m->wait(running.job->id, std::chrono::steady_clock::now() + 60s,
+          [&](std::optional<Job> job) { answered.set_value(std::move(job)); });
+  m->shutdown();
+  EXPECT_EQ(answered.get_future().get()->state, JobState::kRunning);
+  EXPECT_EQ(m->find(running.job->id)->state, JobState::kQueued) << "it runs after a restart";
+  EXPECT_EQ(m->submit(submission("late")).status, SubmitStatus::kUnavailable);
+}
+
+TEST_F(JobManagerTest, TheJournalBringsBackQueuedJobsAndRecentFailures) {
+  kcache::testing::TempDir dir;
+  const std::string journal = (dir.path() / "jobs").string();
+  std::string interrupted, waiting, failed;
+  {
+    auto queue = LocalJobQueue::open(8, journal);
+    ASSERT_TRUE(queue.has_value()) << queue.error();
+    auto m = start(config(), std::move(*queue));
+    failed = m->submit(submission("fail")).job->id;
+    EXPECT_EQ(finished(*m, failed).state, JobState::kFailed);
+    interrupted = m->submit(submission("block interrupted")).job->id;
+    ASSERT_EQ(runner_->started(2).size(), 2U);
+    waiting = m->submit(submission("waiting", 3)).job->id;
+  } // shut down: the running compile is cancelled and stays queued
+  auto queue = LocalJobQueue::open(8, journal);
+  ASSERT_TRUE(queue.has_value()) << queue.error();
+  auto m = start(config(), std::move(*queue));
+  runner_->open();
+  const Job resumed = finished(*m, interrupted);
+  EXPECT_EQ(resumed.state, JobState::kSucceeded);
+  EXPECT_EQ(resumed.attempts, 2U) << "it started once before the restart";
+  EXPECT_EQ(finished(*m, waiting).state, JobState::kSucceeded);
+  EXPECT_EQ(runner_->started(2), (std::vector<std::string>{"waiting", "block interrupted"}))
+      << "priority order survives the restart";
+  const SubmitResult again = m->submit(submission("fail"));
+  EXPECT_EQ(again.status, SubmitStatus::kFailedRecently);
+  EXPECT_EQ(again.job->id, failed);
+}
+
+TEST_F(JobManagerTest, AJobInterruptedTooOftenFailsInsteadOfRunningAgain) {
+  auto queue = std::make_unique<LocalJobQueue>(8, nullptr);
+  Job job;
+  job.id = new_job_id();
+  job.compile_key = "kcc-x";
+  job.keys = {job.compile_key};
+  job.spec_json = spec("block");
+  job.state = JobState::kRunning;
+  job.attempts = 3;
+  ASSERT_TRUE(queue->put(job).has_value());
+  JobsConfig c = config();
+  c.max_attempts = 3;
+  auto m = start(c, std::move(queue));
+  const std::optional<Job> now = m->find(job.id);
+  ASSERT_TRUE(now.has_value());
+  EXPECT_EQ(now->state, JobState::kFailed);
+  EXPECT_EQ(now->error_code, JobError::kInternal);
+  EXPECT_EQ(runner_->runs(), 0U);
+}
+
+TEST_F(JobManagerTest, TheHistoryIsBounded) {
+  JobsConfig c = config();
+  c.history = 2;
+  auto m = start(c);
+  std::vector<std::string> ids;
+  for (const char* text : {"one", "two", "three"}) {
+    ids.push_back(m->submit(submission(text)).job->id);
+    finished(*m, ids.back());
+    std::this_thread::sleep_for(2ms); // listings order by submission time
+  }
+  EXPECT_EQ(m->find(ids[0]), std::nullopt);
+  EXPECT_EQ(m->list(std::nullopt, 10).size(), 2U);
+  EXPECT_EQ(m->list(JobState::kSucceeded, 1).front().id, ids[2]) << "newest first";
+}
+
+} // namespace
+} // namespace kcache::service

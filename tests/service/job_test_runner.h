@@ -1,0 +1,91 @@
+#pragma once
+// A JobRunner for unit tests: no compiler, no subprocess. A compile's source
+// text says what happens: "fail" fails it as the compiler would, "oom" as a
+// resource limit, "block" waits at a gate until the test opens it or the job
+// is cancelled; anything else succeeds at once with the text as its binary.
+
+#include <kcache/service/job_runner.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace kcache::service {
+
+class TestRunner final : public JobRunner {
+public:
+  TestRunner() {
+    cachekey::ToolchainFingerprint cpp;
+    cpp.add("clang", "test-1");
+    cpp.add("targets", "x86-64 x86-64-v2 x86-64-v3");
+    toolchains_.emplace(compiler::Backend::kCpp, std::move(cpp));
+  }
+
+  compiler::WorkerOutcome run(const compiler::CompileSpec& spec,
+                              const std::stop_token& cancel) const override {
+    const std::string& text = spec.source.text;
+    {
+      std::unique_lock lock(mu_);
+      started_.push_back(text);
+      cv_.notify_all();
+      if (text.find("block") != std::string::npos) {
+        cv_.wait(lock, cancel, [&] { return open_; });
+      }
+    }
+    auto fail = [](compiler::CompileError::Code code, std::string message) {
+      return compiler::WorkerOutcome{
+          tl::unexpected(compiler::CompileError{code, std::move(message), "the log"}), {}};
+    };
+    if (cancel.stop_requested()) {
+      return fail(compiler::CompileError::Code::kCancelled, "cancelled");
+    }
+    if (text.find("fail") != std::string::npos) {
+      return fail(compiler::CompileError::Code::kCompileFailed, "it does not compile");
+    }
+    if (text.find("oom") != std::string::npos) {
+      return fail(compiler::CompileError::Code::kResourceLimit, "out of memory");
+    }
+    compiler::CompileResult result;
+    result.kind = spec.output;
+    result.binary = "binary of " + text;
+    return compiler::WorkerOutcome{std::move(result), {}};
+  }
+
+  std::vector<compiler::BenchResult> bench(const compiler::BenchRequest& /*request*/,
+                                           const std::stop_token& /*cancel*/) const override {
+    return {};
+  }
+  const compiler::Toolchains& toolchains() const override { return toolchains_; }
+  const std::optional<compiler::HostTarget>& host_target() const override { return host_; }
+  const std::string& name() const override { return name_; }
+
+  // Lets every blocked compile (and every later one) through.
+  void open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  std::size_t runs() const {
+    std::lock_guard lock(mu_);
+    return started_.size();
+  }
+  // Waits until `n` compiles have started; their sources in start order.
+  std::vector<std::string> started(std::size_t n) const {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(5), [&] { return started_.size() >= n; });
+    return started_;
+  }
+
+private:
+  compiler::Toolchains toolchains_;
+  std::optional<compiler::HostTarget> host_;
+  std::string name_ = "the test runner";
+  mutable std::mutex mu_;
+  mutable std::condition_variable_any cv_;
+  mutable std::vector<std::string> started_;
+  bool open_ = false;
+};
+
+} // namespace kcache::service
