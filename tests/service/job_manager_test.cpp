@@ -256,5 +256,64 @@ TEST_F(JobManagerTest, TheHistoryIsBounded) {
   EXPECT_EQ(m->list(JobState::kSucceeded, 1).front().id, ids[2]) << "newest first";
 }
 
+// An autotune search over three variants; the reference is the first one's
+// compile (one job for both: single-flight).
+std::string search(const std::string& text) {
+  nlohmann::json doc = nlohmann::json::parse(spec(text));
+  doc["output"] = "shared";
+  doc["name_expressions"] = {"sum"};
+  doc["autotune"] = {{"params", {{"UNROLL", {1, 2, 4}}}},
+                     {"benchmark",
+                      {{"shapes", {{"N", 64}}},
+                       {"args",
+                        {{{"buffer", "x"}, {"count", "N"}, {"seed", 3}},
+                         {{"buffer", "out"}, {"count", "1"}, {"output", true}},
+                         {{"scalar", "N"}, {"dtype", "i32"}}}},
+                       {"reference", {{"UNROLL", 1}}}}}};
+  return doc.dump();
+}
+
+TEST_F(JobManagerTest, AnAutotuneSearchCompilesItsVariantsThenPublishesTheWinner) {
+  auto m = start(config());
+  const SubmitResult submitted = m->submit(Submission{"", search("sum"), 0, ""});
+  ASSERT_EQ(submitted.status, SubmitStatus::kQueued) << submitted.message;
+  EXPECT_EQ(submitted.job->kind, JobKind::kAutotune);
+  EXPECT_EQ(submitted.job->tuning_class, "test-cpu");
+  const Job done = finished(*m, submitted.job->id);
+  ASSERT_EQ(done.state, JobState::kSucceeded) << done.error_message;
+  EXPECT_EQ(runner_->runs(), 3U) << "three variants; the reference joined the first";
+  EXPECT_EQ(done.progress_done, done.progress_total);
+  storage::ArtifactStore artifacts(store_);
+  auto record = artifacts.get_record(done.compile_key);
+  ASSERT_TRUE(record && *record);
+  EXPECT_EQ((*record)->metadata.at("autotune_winner"), "UNROLL=4") << "the fastest";
+  EXPECT_EQ((*record)->metadata.at("tuning_class"), "test-cpu");
+  // Its variants are ordinary compile jobs in the cache: searching again is a hit.
+  EXPECT_EQ(m->submit(Submission{"", search("sum"), 0, ""}).status, SubmitStatus::kCached);
+  EXPECT_EQ(m->submit(Submission{"", search("sum"), 0, "other-class"}).status,
+            SubmitStatus::kUnavailable)
+      << "variants are timed on this node's hardware only";
+}
+
+TEST_F(JobManagerTest, CancellingASearchWhileItsVariantsCompile) {
+  auto m = start(config());
+  const SubmitResult submitted = m->submit(Submission{"", search("block sum"), 0, ""});
+  ASSERT_EQ(submitted.status, SubmitStatus::kQueued) << submitted.message;
+  ASSERT_EQ(runner_->started(1).size(), 1U);
+  const std::optional<Job> cancelled = m->cancel(submitted.job->id);
+  ASSERT_TRUE(cancelled.has_value());
+  EXPECT_EQ(cancelled->state, JobState::kCancelled);
+  EXPECT_EQ(cancelled->error_message, "cancelled before its benchmark ran");
+  runner_->open();
+  // Its variants still compile (other searches may share them), and nothing
+  // benchmarks them.
+  for (const Job& j : m->list(std::nullopt, 10)) {
+    if (j.kind == JobKind::kCompile) {
+      EXPECT_EQ(finished(*m, j.id).state, JobState::kSucceeded);
+    }
+  }
+  EXPECT_EQ(m->find(submitted.job->id)->state, JobState::kCancelled);
+}
+
 } // namespace
 } // namespace kcache::service
