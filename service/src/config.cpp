@@ -99,6 +99,24 @@ tl::expected<ServiceConfig, std::string> load_config_file(const std::string& pat
       *out = *v;
     }
   }
+  if (const toml::node* n = doc.get("stores")) {
+    const toml::array* stores = n->as_array();
+    if (stores == nullptr) {
+      return fail(path + ": stores must be an array of store URLs");
+    }
+    c.stores.clear();
+    for (const toml::node& url : *stores) {
+      if (!url.is_string()) {
+        return fail(path + ": stores must be an array of store URLs");
+      }
+      c.stores.push_back(*url.value<std::string>());
+    }
+    for (const char* tier_key : {"memory_capacity", "disk_capacity", "redis_url"}) {
+      if (doc.contains(tier_key)) {
+        return fail(path + ": stores replaces " + tier_key + "; give one or the other");
+      }
+    }
+  }
   if (auto t = doc["threads"].value<std::int64_t>()) {
     c.threads = static_cast<unsigned>(std::max<std::int64_t>(0, *t));
   }
@@ -184,6 +202,9 @@ usage: kcached [--config FILE] [options]
   --disk-capacity SIZE   bound of the RocksDB store (default 10GiB)
   --memory-capacity SIZE in-memory tier (default 256MiB)
   --redis-url URL        shared Redis tier, e.g. redis://host:6379?namespace=kcache
+  --store URL            a storage tier, fastest first (repeat it); replaces the three
+                         options above, e.g. --store memory://?capacity=1GiB
+                         --store rocksdb:///var/lib/kcache/db --store redis://host:6379
   --threads N            I/O threads (default: one per core)
   --max-body-bytes SIZE  largest request body (default 1GiB)
   --max-connections N    concurrent connections (default 1024)
@@ -210,6 +231,8 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
       c = std::move(*loaded);
     }
   }
+  bool store_flags = false;
+  std::string_view tier_flag; // the last of --memory-capacity, --disk-capacity, --redis-url
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
     if (flag == "--help" || flag == "-h") {
@@ -229,6 +252,13 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
       c.data_dir = value;
     } else if (flag == "--redis-url") {
       c.redis_url = value;
+      tier_flag = flag;
+    } else if (flag == "--store") {
+      if (!store_flags) {
+        c.stores.clear(); // the command line's list replaces the file's
+        store_flags = true;
+      }
+      c.stores.push_back(value);
     } else if (flag == "--log-level") {
       c.log_level = value;
     } else if (flag == "--port-file") {
@@ -238,6 +268,9 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
       auto size = storage::parse_size(value);
       if (!size) {
         return fail(std::string(flag) + ": " + size.error().message);
+      }
+      if (flag == "--disk-capacity" || flag == "--memory-capacity") {
+        tier_flag = flag;
       }
       (flag == "--disk-capacity"     ? c.disk_capacity
        : flag == "--memory-capacity" ? c.memory_capacity
@@ -276,7 +309,24 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
       return fail("unknown option " + std::string(flag) + "\n" + usage());
     }
   }
+  if (store_flags && !tier_flag.empty()) {
+    return fail("--store replaces " + std::string(tier_flag) + "; give one or the other");
+  }
   return c;
+}
+
+std::vector<std::string> store_urls(const ServiceConfig& config) {
+  if (!config.stores.empty()) {
+    return config.stores;
+  }
+  std::vector<std::string> urls = {"memory://?capacity=" + std::to_string(config.memory_capacity),
+                                   "rocksdb://" +
+                                       std::filesystem::absolute(config.data_dir).string() +
+                                       "?capacity=" + std::to_string(config.disk_capacity)};
+  if (!config.redis_url.empty()) {
+    urls.push_back(config.redis_url);
+  }
+  return urls;
 }
 
 std::string find_worker_binary() {

@@ -1,6 +1,5 @@
 #include <kcache/service/service.h>
 #include <kcache/storage/store_factory.h>
-#include <kcache/storage/tiered_store.h>
 
 #include <boost/asio/signal_set.hpp>
 #include <spdlog/spdlog.h>
@@ -22,27 +21,16 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
   if (ec) {
     return tl::unexpected("cannot create data dir " + config.data_dir + ": " + ec.message());
   }
-  std::vector<std::string> urls = {"memory://?capacity=" + std::to_string(config.memory_capacity),
-                                   "rocksdb://" +
-                                       std::filesystem::absolute(config.data_dir).string() +
-                                       "?capacity=" + std::to_string(config.disk_capacity)};
-  if (!config.redis_url.empty()) {
-    urls.push_back(config.redis_url);
-  }
-  std::vector<std::unique_ptr<storage::Store>> tiers;
-  for (const std::string& url : urls) {
-    auto tier = storage::make_store(url);
-    if (!tier) {
-      return tl::unexpected("store " + url + ": " + tier.error().message);
-    }
-    tiers.push_back(std::move(*tier));
+  auto stack = storage::make_tiered_store(store_urls(config));
+  if (!stack) {
+    return tl::unexpected("store: " + stack.error().message);
   }
   std::vector<TierView> views;
-  views.reserve(tiers.size());
-  for (const auto& tier : tiers) {
-    views.push_back({tier->name(), tier.get()});
+  views.reserve(stack->tiers.size());
+  for (storage::Store* tier : stack->tiers) {
+    views.push_back({tier->name(), tier});
   }
-  service->store_ = std::make_unique<storage::TieredStore>(std::move(tiers));
+  service->store_ = std::move(stack->store);
 
   MetricsRegistry& metrics = service->metrics_;
   const std::vector<std::pair<std::string, std::uint64_t storage::CounterSnapshot::*>> counters = {

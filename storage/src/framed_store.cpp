@@ -18,7 +18,7 @@ GetResult FramedStore::verify(Area area, std::string_view key, GetResult framed)
   if (raw) {
     return std::optional<Bytes>{std::move(*raw)};
   }
-  StoreCounters::bump(counters_.corrupt);
+  corrupt_.add();
   spdlog::warn("{} tier: {} entry '{}' deleted: {}", inner_->name(), area_name(area), key,
                raw.error().message);
   if (auto removed = inner_->remove(area, key); !removed) {
@@ -58,7 +58,7 @@ Result<std::vector<ObjectInfo>> FramedStore::list(const ListOptions& options) {
 
 CounterSnapshot FramedStore::counters() const {
   CounterSnapshot c = inner_->counters();
-  const std::uint64_t corrupt = counters_.corrupt.load(std::memory_order_relaxed);
+  const std::uint64_t corrupt = corrupt_.load();
   c.corrupt += corrupt;
   // A corrupt value was a hit for the inner tier but a miss for our callers.
   c.hits -= std::min(c.hits, corrupt);

@@ -20,14 +20,11 @@ GetResult MemoryStore::get(Area area, std::string_view key) {
   std::lock_guard lock(mu_);
   const auto it = index_.find(index_key(area, key));
   if (it == index_.end()) {
-    StoreCounters::bump(counters_.misses);
     return std::optional<Bytes>{};
   }
   lru_.splice(lru_.begin(), lru_, it->second);
   it->second->last_access_ms = unix_now_ms();
   ++it->second->hits;
-  StoreCounters::bump(counters_.hits);
-  StoreCounters::bump(counters_.bytes_read, it->second->value.size());
   return std::optional<Bytes>{it->second->value};
 }
 
@@ -44,14 +41,12 @@ Result<void> MemoryStore::put(Area area, std::string_view key, std::string_view 
   }
   while (!lru_.empty() && bytes_ + value.size() > capacity_) {
     erase_locked(std::prev(lru_.end()));
-    StoreCounters::bump(counters_.evictions);
+    evictions_.add();
   }
   const std::int64_t now = unix_now_ms();
   lru_.push_front(Entry{area, std::string(key), Bytes(value), now, now, 0});
   index_.emplace(index_key(area, key), lru_.begin());
   bytes_ += value.size();
-  StoreCounters::bump(counters_.puts);
-  StoreCounters::bump(counters_.bytes_written, value.size());
   return {};
 }
 

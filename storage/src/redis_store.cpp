@@ -123,12 +123,11 @@ void RedisStore::checkin(std::unique_ptr<Connection> connection) {
 Result<std::vector<std::unique_ptr<RedisStore::Reply>>>
 RedisStore::run(const std::vector<Command>& pipeline) {
   if (!breaker_.allow()) {
-    StoreCounters::bump(counters_.rejected);
-    return tl::unexpected(StoreError{StoreError::Code::kUnavailable, "redis: circuit open"});
+    return tl::unexpected(
+        StoreError{StoreError::Code::kUnavailable, "redis: circuit open", /*rejected=*/true});
   }
   auto fail = [this](StoreError error) -> Result<std::vector<std::unique_ptr<Reply>>> {
     breaker_.record_failure();
-    StoreCounters::bump(counters_.errors);
     return tl::unexpected(std::move(error));
   };
   auto conn = checkout();
@@ -164,7 +163,6 @@ RedisStore::run(const std::vector<Command>& pipeline) {
   checkin(std::move(*conn));
   for (std::size_t i = 0; i < replies.size(); ++i) {
     if ((*replies[i])->type == REDIS_REPLY_ERROR) {
-      StoreCounters::bump(counters_.errors);
       return tl::unexpected(StoreError{StoreError::Code::kIo,
                                        "redis " + pipeline[i][0] + ": " +
                                            std::string((*replies[i])->str, (*replies[i])->len)});
@@ -187,11 +185,8 @@ GetResult RedisStore::get(Area area, std::string_view key) {
     return tl::unexpected(r.error());
   }
   if ((**r)->type != REDIS_REPLY_STRING) {
-    StoreCounters::bump(counters_.misses);
     return std::optional<Bytes>{};
   }
-  StoreCounters::bump(counters_.hits);
-  StoreCounters::bump(counters_.bytes_read, (**r)->len);
   return std::optional<Bytes>{Bytes((**r)->str, (**r)->len)};
 }
 
@@ -214,11 +209,8 @@ std::vector<GetResult> RedisStore::get_many(Area area, std::span<const std::stri
   for (std::size_t i = 0; i < keys.size(); ++i) {
     const redisReply* e = (**r)->element[i];
     if (e->type == REDIS_REPLY_STRING) {
-      StoreCounters::bump(counters_.hits);
-      StoreCounters::bump(counters_.bytes_read, e->len);
       out.emplace_back(std::optional<Bytes>{Bytes(e->str, e->len)});
     } else {
-      StoreCounters::bump(counters_.misses);
       out.emplace_back(std::optional<Bytes>{});
     }
   }
@@ -234,8 +226,6 @@ Result<void> RedisStore::put(Area area, std::string_view key, std::string_view v
   if (!r) {
     return tl::unexpected(r.error());
   }
-  StoreCounters::bump(counters_.puts);
-  StoreCounters::bump(counters_.bytes_written, value.size());
   return {};
 }
 

@@ -129,7 +129,7 @@ rocksdb::ColumnFamilyHandle* RocksDbStore::family(Area area) const {
 }
 
 void RocksDbStore::drop_corrupt(Area area, std::string_view key, const std::string& why) {
-  StoreCounters::bump(counters_.corrupt);
+  corrupt_.add();
   spdlog::warn("rocksdb store: corrupt {} entry '{}' deleted: {}", area_name(area), key, why);
   if (auto ok = remove(area, key); !ok) {
     spdlog::warn("rocksdb store: could not delete corrupt entry: {}", ok.error().message);
@@ -141,21 +141,16 @@ GetResult RocksDbStore::get(Area area, std::string_view key) {
   const rocksdb::Status s =
       handles_->db->Get(rocksdb::ReadOptions(), family(area), slice(key), &value);
   if (s.IsNotFound()) {
-    StoreCounters::bump(counters_.misses);
     return std::optional<Bytes>{};
   }
   if (s.IsCorruption()) {
     drop_corrupt(area, key, s.ToString());
-    StoreCounters::bump(counters_.misses);
     return std::optional<Bytes>{};
   }
   if (!s.ok()) {
-    StoreCounters::bump(counters_.errors);
     return tl::unexpected(io_error(s, "get"));
   }
   touch(area, key);
-  StoreCounters::bump(counters_.hits);
-  StoreCounters::bump(counters_.bytes_read, value.size());
   return std::optional<Bytes>{Bytes(value.data(), value.size())};
 }
 
@@ -175,17 +170,13 @@ std::vector<GetResult> RocksDbStore::get_many(Area area, std::span<const std::st
     const rocksdb::Status& s = statuses[i];
     if (s.ok()) {
       touch(area, keys[i]);
-      StoreCounters::bump(counters_.hits);
-      StoreCounters::bump(counters_.bytes_read, values[i].size());
       out.emplace_back(std::optional<Bytes>{std::move(values[i])});
     } else if (s.IsNotFound() || s.IsCorruption()) {
       if (s.IsCorruption()) {
         drop_corrupt(area, keys[i], s.ToString());
       }
-      StoreCounters::bump(counters_.misses);
       out.emplace_back(std::optional<Bytes>{});
     } else {
-      StoreCounters::bump(counters_.errors);
       out.emplace_back(tl::unexpected(io_error(s, "multiget")));
     }
   }
@@ -208,14 +199,11 @@ Result<void> RocksDbStore::put(Area area, std::string_view key, std::string_view
     batch.Put(family(area), slice(key), slice(value));
     batch.Put(handles_->access, ikey, AccessRecord{value.size(), created, created, 0}.encode());
     if (auto s = handles_->db->Write(rocksdb::WriteOptions(), &batch); !s.ok()) {
-      StoreCounters::bump(counters_.errors);
       return tl::unexpected(io_error(s, "put"));
     }
     total_bytes_ += value.size();
     total_bytes_ -= old_size;
   }
-  StoreCounters::bump(counters_.puts);
-  StoreCounters::bump(counters_.bytes_written, value.size());
   maybe_evict();
   return {};
 }
@@ -353,7 +341,7 @@ Result<std::uint64_t> RocksDbStore::evict_to(std::uint64_t target_bytes) {
     }
     ++evicted;
   }
-  StoreCounters::bump(counters_.evictions, evicted);
+  evictions_.add(evicted);
   if (evicted > 0) {
     spdlog::debug("rocksdb store: evicted {} entries, {} bytes remain", evicted,
                   total_bytes_.load());

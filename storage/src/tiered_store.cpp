@@ -9,7 +9,7 @@ namespace kcache::storage {
 TieredStore::TieredStore(std::vector<std::unique_ptr<Store>> tiers) : tiers_(std::move(tiers)) {}
 
 void TieredStore::note_tier_error(std::size_t tier, const StoreError& error) {
-  StoreCounters::bump(counters_.errors);
+  absorbed_errors_.add();
   spdlog::debug("tier {} ({}) failed: {}", tier, tiers_[tier]->name(), error.message);
 }
 
@@ -17,7 +17,7 @@ void TieredStore::backfill(std::size_t below, Area area, std::string_view key,
                            std::string_view value) {
   for (std::size_t i = 0; i < below; ++i) {
     if (auto ok = tiers_[i]->put(area, key, value); ok) {
-      StoreCounters::bump(counters_.backfills);
+      backfills_.add();
     } else if (ok.error().code != StoreError::Code::kTooLarge) {
       note_tier_error(i, ok.error());
     }
@@ -33,11 +33,9 @@ GetResult TieredStore::get(Area area, std::string_view key) {
     }
     if (r->has_value()) {
       backfill(i, area, key, **r);
-      StoreCounters::bump(counters_.hits);
       return r;
     }
   }
-  StoreCounters::bump(counters_.misses);
   return std::optional<Bytes>{};
 }
 
@@ -68,8 +66,6 @@ std::vector<GetResult> TieredStore::get_many(Area area, std::span<const std::str
     }
     pending = std::move(still);
   }
-  StoreCounters::bump(counters_.hits, keys.size() - pending.size());
-  StoreCounters::bump(counters_.misses, pending.size());
   return out;
 }
 
@@ -89,8 +85,6 @@ Result<void> TieredStore::put(Area area, std::string_view key, std::string_view 
   if (!stored && last_error) {
     return tl::unexpected(*last_error);
   }
-  StoreCounters::bump(counters_.puts);
-  StoreCounters::bump(counters_.bytes_written, value.size());
   return {};
 }
 

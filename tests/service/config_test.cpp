@@ -80,5 +80,47 @@ TEST(Config, ClearErrors) {
   EXPECT_NE(parse_command_line(2, missing_value).error().find("needs a value"), std::string::npos);
 }
 
+TEST(Config, TheTierOptionsMapOntoStoreUrls) {
+  const char* argv[] = {
+      "kcached",         "--data-dir", "/var/kc",     "--memory-capacity",         "1MiB",
+      "--disk-capacity", "2GiB",       "--redis-url", "redis://r:6379?namespace=x"};
+  auto c = parse_command_line(9, argv);
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_EQ(store_urls(*c), (std::vector<std::string>{"memory://?capacity=1048576",
+                                                      "rocksdb:///var/kc?capacity=2147483648",
+                                                      "redis://r:6379?namespace=x"}));
+  ServiceConfig defaults;
+  EXPECT_EQ(store_urls(defaults).size(), 2U); // no Redis unless configured
+}
+
+TEST(Config, StoreUrlsReplaceTheTierOptions) {
+  const char* argv[] = {"kcached", "--store", "memory://?capacity=1MiB", "--store",
+                        "redis://r:6379"};
+  auto c = parse_command_line(5, argv);
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_EQ(store_urls(*c),
+            (std::vector<std::string>{"memory://?capacity=1MiB", "redis://r:6379"}));
+
+  const std::string path = write_temp("stores = [\"memory://\", \"rocksdb:///d\"]\n");
+  auto file = load_config_file(path);
+  ASSERT_TRUE(file.has_value()) << file.error();
+  EXPECT_EQ(store_urls(*file), (std::vector<std::string>{"memory://", "rocksdb:///d"}));
+  // The command line's list replaces the file's.
+  const char* over[] = {"kcached", "--config", path.c_str(), "--store", "memory://"};
+  EXPECT_EQ(store_urls(*parse_command_line(5, over)), (std::vector<std::string>{"memory://"}));
+}
+
+TEST(Config, StoreUrlsAndTierOptionsTogetherAreRefused) {
+  const char* argv[] = {"kcached", "--store", "memory://", "--redis-url", "redis://r"};
+  auto c = parse_command_line(5, argv);
+  ASSERT_FALSE(c.has_value());
+  EXPECT_NE(c.error().find("--store replaces --redis-url"), std::string::npos) << c.error();
+  auto file = load_config_file(write_temp("stores = [\"memory://\"]\nmemory_capacity = 5\n"));
+  ASSERT_FALSE(file.has_value());
+  EXPECT_NE(file.error().find("stores replaces memory_capacity"), std::string::npos);
+  EXPECT_NE(load_config_file(write_temp("stores = \"memory://\"\n")).error().find("array"),
+            std::string::npos);
+}
+
 } // namespace
 } // namespace kcache::service

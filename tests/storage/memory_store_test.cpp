@@ -1,4 +1,5 @@
 #include <kcache/storage/circuit_breaker.h>
+#include <kcache/storage/counting_store.h>
 #include <kcache/storage/memory_store.h>
 #include <kcache/storage/store_factory.h>
 
@@ -10,7 +11,7 @@ namespace kcache::storage {
 namespace {
 
 TEST(MemoryStore, RoundTripAndAreasAreSeparate) {
-  MemoryStore store(1 << 20);
+  CountingStore store(std::make_unique<MemoryStore>(1 << 20));
   ASSERT_TRUE(store.put(Area::kAction, "k", "action").has_value());
   ASSERT_TRUE(store.put(Area::kCas, "k", "blob").has_value());
   EXPECT_EQ(store.get(Area::kAction, "k")->value(), "action");

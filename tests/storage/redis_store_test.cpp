@@ -1,6 +1,7 @@
 #include "../support/redis_server.h"
 #include "test_bytes.h"
 
+#include <kcache/storage/counting_store.h>
 #include <kcache/storage/framed_store.h>
 #include <kcache/storage/redis_store.h>
 
@@ -103,7 +104,9 @@ TEST_F(RedisStoreTest, TamperedValueIsAMissDeletedAndCounted) {
 }
 
 TEST_F(RedisStoreTest, DeadServerFailsFastThenBreakerRejects) {
-  RedisStore store(options_for(server_));
+  auto redis = std::make_unique<RedisStore>(options_for(server_));
+  const RedisStore& raw = *redis;
+  CountingStore store(std::move(redis));
   ASSERT_TRUE(store.put(Area::kCas, "k", "v").has_value());
   server_.kill();
   const auto start = Clock::now();
@@ -113,7 +116,7 @@ TEST_F(RedisStoreTest, DeadServerFailsFastThenBreakerRejects) {
     EXPECT_EQ(got.error().code, StoreError::Code::kUnavailable) << got.error().message;
   }
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(3));
-  EXPECT_EQ(store.breaker_state(), CircuitBreaker::State::kOpen);
+  EXPECT_EQ(raw.breaker_state(), CircuitBreaker::State::kOpen);
   EXPECT_GE(store.counters().rejected, 15U);
   EXPECT_GE(store.counters().errors, 3U);
 }

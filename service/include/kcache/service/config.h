@@ -7,6 +7,9 @@
 //   disk_capacity   = "10GiB"
 //   memory_capacity = "256MiB"
 //   redis_url       = "redis://10.0.0.5:6379?namespace=kcache"   # optional shared tier
+//   # or the tiers as store URLs, fastest first (storage/store_factory.h); this
+//   # replaces the three options above (data_dir still holds the job journal):
+//   # stores = ["memory://?capacity=256MiB", "rocksdb:///var/lib/kcache/db?capacity=10GiB"]
 //   threads         = 0                     # I/O threads; 0: one per core
 //   log_level       = "info"
 //   [limits]
@@ -77,6 +80,7 @@ struct ServiceConfig {
   std::uint64_t disk_capacity = 10ULL << 30;
   std::uint64_t memory_capacity = 256ULL << 20;
   std::string redis_url;
+  std::vector<std::string> stores; // store URLs; when given, they are the tiers
   unsigned threads = 0;
   std::string log_level = "info";
   std::string port_file; // written with the bound TCP port once listening
@@ -92,6 +96,10 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
 std::string usage();
 
 tl::expected<Role, std::string> parse_role(std::string_view name);
+
+// The storage tiers as store URLs, fastest first: `stores` when given, else
+// memory, then RocksDB in data_dir, then Redis when redis_url is set.
+std::vector<std::string> store_urls(const ServiceConfig& config);
 
 // The kcache-worker to run: $KCACHE_WORKER_BINARY, else next to the running
 // kcached (an install) or in the build tree's compiler/ folder; "" if none.

@@ -22,7 +22,8 @@ public:
   Result<void> remove(Area area, std::string_view key) override;
   Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
   std::vector<GetResult> get_many(Area area, std::span<const std::string> keys) override;
-  // The inner store's counters, plus the values this decorator found corrupt.
+  // The inner store's counters, plus the values this decorator found corrupt:
+  // those were hits for the inner store but misses for our callers.
   CounterSnapshot counters() const override;
 
   Store& inner() { return *inner_; }
@@ -32,6 +33,7 @@ private:
 
   std::unique_ptr<Store> inner_;
   const FrameOptions options_;
+  EventCounter corrupt_;
 };
 
 } // namespace kcache::storage

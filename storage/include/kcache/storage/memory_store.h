@@ -10,6 +10,14 @@
 
 namespace kcache::storage {
 
+class StoreUrl;
+
+struct MemoryOptions {
+  std::uint64_t capacity_bytes = 256ULL << 20;
+};
+// memory://?capacity=256MiB
+Result<MemoryOptions> parse_memory_url(const StoreUrl& url);
+
 class MemoryStore final : public Store {
 public:
   explicit MemoryStore(std::uint64_t capacity_bytes);
@@ -20,6 +28,7 @@ public:
   Result<bool> contains(Area area, std::string_view key) override;
   Result<void> remove(Area area, std::string_view key) override;
   Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
+  CounterSnapshot counters() const override { return {.evictions = evictions_.load()}; }
 
   std::uint64_t size_bytes() const;
   std::uint64_t capacity_bytes() const { return capacity_; }
@@ -43,6 +52,7 @@ private:
   Lru lru_;
   std::unordered_map<std::string, Lru::iterator> index_;
   std::uint64_t bytes_ = 0;
+  EventCounter evictions_;
 };
 
 } // namespace kcache::storage

@@ -29,6 +29,11 @@ struct RedisOptions {
   CircuitBreakerOptions breaker;
 };
 
+class StoreUrl;
+// redis://[:password@]host[:port][/db]?namespace=kcache&connect_timeout_ms=200
+//        &timeout_ms=500&ttl_s=604800&breaker_failures=3&breaker_open_ms=2000
+Result<RedisOptions> parse_redis_url(const StoreUrl& url);
+
 class RedisStore final : public Store {
 public:
   // Does not connect: a Redis that is down at start-up is a runtime miss.

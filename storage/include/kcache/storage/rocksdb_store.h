@@ -35,6 +35,10 @@ struct RocksDbOptions {
   std::size_t access_flush_batch = 4096;
 };
 
+class StoreUrl;
+// rocksdb:///var/lib/kcache?capacity=10GiB&min_blob_size=4096
+Result<RocksDbOptions> parse_rocksdb_url(const StoreUrl& url);
+
 class RocksDbStore final : public Store {
 public:
   static Result<std::unique_ptr<RocksDbStore>> open(const RocksDbOptions& options);
@@ -47,6 +51,9 @@ public:
   Result<void> remove(Area area, std::string_view key) override;
   Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
   std::vector<GetResult> get_many(Area area, std::span<const std::string> keys) override;
+  CounterSnapshot counters() const override {
+    return {.corrupt = corrupt_.load(), .evictions = evictions_.load()};
+  }
 
   std::uint64_t size_bytes() const { return total_bytes_.load(); }
   std::uint64_t capacity_bytes() const { return options_.capacity_bytes; }
@@ -74,6 +81,8 @@ private:
   RocksDbOptions options_;
   std::unique_ptr<Handles> handles_;
   std::atomic<std::uint64_t> total_bytes_{0};
+  EventCounter corrupt_;
+  EventCounter evictions_;
   std::mutex write_mu_; // orders size accounting of puts and removes
   std::mutex evict_mu_;
   std::mutex touch_mu_;

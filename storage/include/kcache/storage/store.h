@@ -31,6 +31,9 @@ struct StoreError {
   enum class Code { kUnavailable, kTimeout, kIo, kCorrupt, kInvalidArgument, kTooLarge };
   Code code = Code::kIo;
   std::string message;
+  // Refused without trying (an open circuit breaker): counted as rejected,
+  // not as an error, so a dead tier's error count stays its real failures.
+  bool rejected = false;
 };
 std::string_view error_code_name(StoreError::Code code);
 
@@ -72,10 +75,10 @@ public:
   // native batch read (RocksDB MultiGet, Redis MGET) override it.
   virtual std::vector<GetResult> get_many(Area area, std::span<const std::string> keys);
 
-  virtual CounterSnapshot counters() const { return counters_.snapshot(); }
-
-protected:
-  StoreCounters counters_;
+  // What this store has counted. A plain tier reports only the events no
+  // caller can see (evictions, corrupt values); CountingStore adds the outcome
+  // of every call made through it.
+  virtual CounterSnapshot counters() const { return {}; }
 };
 
 // Wall-clock now in unix milliseconds (stored metadata uses wall time).

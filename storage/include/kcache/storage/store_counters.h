@@ -1,6 +1,8 @@
 #pragma once
-// Per-store counters, lock-free to bump on the hot path. Misses and errors are
-// counted apart: a tier that is down must never look like a cold cache.
+// Per-store counters. Misses and errors are counted apart: a tier that is down
+// must never look like a cold cache. CountingStore counts the outcome of every
+// call; a tier itself reports only the events no caller can see (evictions,
+// values it found corrupt, backfills, failures it absorbed).
 
 #include <atomic>
 #include <cstdint>
@@ -18,32 +20,30 @@ struct CounterSnapshot {
   std::uint64_t bytes_written = 0;
   std::uint64_t backfills = 0; // tiered: copies into faster tiers
   std::uint64_t rejected = 0;  // calls refused without trying (open circuit breaker)
+
+  friend CounterSnapshot operator+(const CounterSnapshot& a, const CounterSnapshot& b) {
+    return {a.hits + b.hits,
+            a.misses + b.misses,
+            a.errors + b.errors,
+            a.corrupt + b.corrupt,
+            a.evictions + b.evictions,
+            a.puts + b.puts,
+            a.bytes_read + b.bytes_read,
+            a.bytes_written + b.bytes_written,
+            a.backfills + b.backfills,
+            a.rejected + b.rejected};
+  }
+  friend bool operator==(const CounterSnapshot&, const CounterSnapshot&) = default;
 };
 
-struct StoreCounters {
-  std::atomic<std::uint64_t> hits{0};
-  std::atomic<std::uint64_t> misses{0};
-  std::atomic<std::uint64_t> errors{0};
-  std::atomic<std::uint64_t> corrupt{0};
-  std::atomic<std::uint64_t> evictions{0};
-  std::atomic<std::uint64_t> puts{0};
-  std::atomic<std::uint64_t> bytes_read{0};
-  std::atomic<std::uint64_t> bytes_written{0};
-  std::atomic<std::uint64_t> backfills{0};
-  std::atomic<std::uint64_t> rejected{0};
+// One event count, lock-free to bump on the hot path.
+class EventCounter {
+public:
+  void add(std::uint64_t by = 1) { value_.fetch_add(by, std::memory_order_relaxed); }
+  std::uint64_t load() const { return value_.load(std::memory_order_relaxed); }
 
-  static void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by = 1) {
-    counter.fetch_add(by, std::memory_order_relaxed);
-  }
-
-  CounterSnapshot snapshot() const {
-    auto load = [](const std::atomic<std::uint64_t>& c) {
-      return c.load(std::memory_order_relaxed);
-    };
-    return CounterSnapshot{load(hits),      load(misses),  load(errors),     load(corrupt),
-                           load(evictions), load(puts),    load(bytes_read), load(bytes_written),
-                           load(backfills), load(rejected)};
-  }
+private:
+  std::atomic<std::uint64_t> value_{0};
 };
 
 } // namespace kcache::storage

@@ -1,12 +1,16 @@
 #pragma once
-// Stores from URLs, one scheme each (as ccache's remote storage does):
+// Stores from URLs, one scheme each (as ccache's remote storage does); each
+// scheme's parser (parse_*_url) refuses parameters it does not know:
 //   memory://?capacity=256MiB
 //   rocksdb:///var/lib/kcache?capacity=10GiB&min_blob_size=4096
 //   redis://[:password@]host[:port][/db]?namespace=kcache&connect_timeout_ms=200
 //          &timeout_ms=500&ttl_s=604800&breaker_failures=3&breaker_open_ms=2000
-// RocksDB and Redis stores come wrapped in FramedStore (verified on read).
+// Every tier comes counted (CountingStore); RocksDB and Redis tiers also come
+// framed (FramedStore, verified on read) over the count, so their byte
+// counters are bytes as stored.
 
 #include <kcache/storage/store.h>
+#include <kcache/storage/store_url.h>
 
 #include <memory>
 #include <span>
@@ -14,10 +18,13 @@
 namespace kcache::storage {
 
 Result<std::unique_ptr<Store>> make_store(std::string_view url);
-// A TieredStore over the URLs, fastest first.
-Result<std::unique_ptr<Store>> make_tiered_store(std::span<const std::string> urls);
 
-// "64KiB", "10GiB", "512MB", "1000" -> bytes.
-Result<std::uint64_t> parse_size(std::string_view text);
+// What the daemon serves from: a counted TieredStore over the URLs' tiers.
+struct TieredStack {
+  std::unique_ptr<Store> store;
+  std::vector<Store*> tiers; // as make_store made them, fastest first; owned by `store`
+};
+// Fastest first; at least one URL.
+Result<TieredStack> make_tiered_store(std::span<const std::string> urls);
 
 } // namespace kcache::storage

@@ -4,6 +4,8 @@
 //   put:  write-through to every tier; succeeds if any tier took the value.
 //   A tier that fails (down, timed out) counts an error and is treated as a
 //   miss for that call: the caller never sees an error while any tier answers.
+// Its own counters are those events (absorbed tier errors, backfills); wrap it
+// in a CountingStore for hits and misses, as make_tiered_store does.
 
 #include <kcache/storage/store.h>
 
@@ -24,6 +26,9 @@ public:
   // The union over tiers; per key the largest size and latest access.
   Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
   std::vector<GetResult> get_many(Area area, std::span<const std::string> keys) override;
+  CounterSnapshot counters() const override {
+    return {.errors = absorbed_errors_.load(), .backfills = backfills_.load()};
+  }
 
   std::size_t tier_count() const { return tiers_.size(); }
   const Store& tier(std::size_t i) const { return *tiers_.at(i); }
@@ -34,6 +39,8 @@ private:
   void note_tier_error(std::size_t tier, const StoreError& error);
 
   std::vector<std::unique_ptr<Store>> tiers_;
+  EventCounter absorbed_errors_; // a tier's failure answered as a miss
+  EventCounter backfills_;
 };
 
 } // namespace kcache::storage

@@ -1,0 +1,87 @@
+#include <kcache/storage/counting_store.h>
+
+namespace kcache::storage {
+
+CountingStore::CountingStore(std::unique_ptr<Store> inner) : inner_(std::move(inner)) {}
+
+void CountingStore::count_error(const StoreError& error) {
+  if (error.rejected) {
+    rejected_.add();
+  } else if (error.code != StoreError::Code::kTooLarge) {
+    errors_.add();
+  }
+}
+
+void CountingStore::count_get(const GetResult& result) {
+  if (!result) {
+    count_error(result.error());
+  } else if (result->has_value()) {
+    hits_.add();
+    bytes_read_.add((*result)->size());
+  } else {
+    misses_.add();
+  }
+}
+
+GetResult CountingStore::get(Area area, std::string_view key) {
+  GetResult result = inner_->get(area, key);
+  count_get(result);
+  return result;
+}
+
+std::vector<GetResult> CountingStore::get_many(Area area, std::span<const std::string> keys) {
+  std::vector<GetResult> results = inner_->get_many(area, keys);
+  for (const GetResult& result : results) {
+    count_get(result);
+  }
+  return results;
+}
+
+Result<void> CountingStore::put(Area area, std::string_view key, std::string_view value) {
+  Result<void> result = inner_->put(area, key, value);
+  if (result) {
+    puts_.add();
+    bytes_written_.add(value.size());
+  } else {
+    count_error(result.error());
+  }
+  return result;
+}
+
+Result<bool> CountingStore::contains(Area area, std::string_view key) {
+  Result<bool> result = inner_->contains(area, key);
+  if (!result) {
+    count_error(result.error());
+  }
+  return result;
+}
+
+Result<void> CountingStore::remove(Area area, std::string_view key) {
+  Result<void> result = inner_->remove(area, key);
+  if (!result) {
+    count_error(result.error());
+  }
+  return result;
+}
+
+Result<std::vector<ObjectInfo>> CountingStore::list(const ListOptions& options) {
+  Result<std::vector<ObjectInfo>> result = inner_->list(options);
+  if (!result) {
+    count_error(result.error());
+  }
+  return result;
+}
+
+CounterSnapshot CountingStore::counters() const {
+  CounterSnapshot own;
+  own.hits = hits_.load();
+  own.misses = misses_.load();
+  own.errors = errors_.load();
+  own.rejected = rejected_.load();
+  own.puts = puts_.load();
+  own.bytes_read = bytes_read_.load();
+  own.bytes_written = bytes_written_.load();
+  return own + inner_->counters();
+}
+
+} // namespace kcache::storage

@@ -1,0 +1,73 @@
+#include <kcache/storage/redis_store.h>
+#include <kcache/storage/store_url.h>
+
+#include <algorithm>
+#include <charconv>
+
+namespace kcache::storage {
+namespace {
+
+// [user:]password@host:port -> o.password, o.host, o.port.
+Result<void> parse_authority(const StoreUrl& url, RedisOptions& o) {
+  std::string_view authority = url.authority();
+  if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
+    const std::string_view credentials = authority.substr(0, at);
+    const auto colon = credentials.find(':');
+    o.password = credentials.substr(colon == std::string_view::npos ? 0 : colon + 1);
+    authority = authority.substr(at + 1);
+  }
+  if (const auto colon = authority.rfind(':'); colon != std::string_view::npos) {
+    const auto port = authority.substr(colon + 1);
+    const auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), o.port);
+    if (ec != std::errc() || ptr != port.data() + port.size() || o.port <= 0 || o.port > 65535) {
+      return url.invalid("bad port '" + std::string(port) + "'");
+    }
+    authority = authority.substr(0, colon);
+  }
+  if (!authority.empty()) {
+    o.host = authority;
+  }
+  return {};
+}
+
+} // namespace
+
+Result<RedisOptions> parse_redis_url(const StoreUrl& url) {
+  if (auto ok = url.allow_only({"namespace", "connect_timeout_ms", "timeout_ms", "ttl_s",
+                                "breaker_failures", "breaker_open_ms"});
+      !ok) {
+    return tl::unexpected(ok.error());
+  }
+  RedisOptions o;
+  if (auto ok = parse_authority(url, o); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  if (url.path().size() > 1) {
+    const std::string_view db = std::string_view(url.path()).substr(1);
+    const auto [ptr, ec] = std::from_chars(db.data(), db.data() + db.size(), o.db);
+    if (ec != std::errc() || ptr != db.data() + db.size()) {
+      return url.invalid("path must be a database number, got '" + url.path() + "'");
+    }
+  }
+  o.ns = url.param("namespace").value_or(o.ns);
+  auto connect_ms = url.int_param("connect_timeout_ms", o.connect_timeout.count());
+  auto op_ms = url.int_param("timeout_ms", o.op_timeout.count());
+  auto ttl = url.int_param("ttl_s", 0);
+  auto failures = url.int_param("breaker_failures", o.breaker.failure_threshold);
+  auto open_ms = url.int_param("breaker_open_ms", o.breaker.open_for.count());
+  for (const auto* r : {&connect_ms, &op_ms, &ttl, &failures, &open_ms}) {
+    if (!*r) {
+      return tl::unexpected(r->error());
+    }
+  }
+  o.connect_timeout = std::chrono::milliseconds(*connect_ms);
+  o.op_timeout = std::chrono::milliseconds(*op_ms);
+  if (*ttl > 0) {
+    o.ttl = std::chrono::seconds(*ttl);
+  }
+  o.breaker.failure_threshold = static_cast<int>(std::max<std::int64_t>(1, *failures));
+  o.breaker.open_for = std::chrono::milliseconds(*open_ms);
+  return o;
+}
+
+} // namespace kcache::storage
