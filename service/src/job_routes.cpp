@@ -1,5 +1,5 @@
-// The /v1/jobs routes of RequestHandler: submit, show (long-poll in
-// handle_async), list and cancel compile jobs.
+// The /v1/jobs routes of RequestHandler: submit, show (and long-poll), list
+// and cancel compile jobs.
 
 #include "responses.h"
 
@@ -20,55 +20,75 @@ std::size_t parse_limit(const std::string& text, std::size_t fallback) {
   return value;
 }
 
+Response no_workers(const Request& req) {
+  return error(req, http::status::service_unavailable,
+               "this kcached runs no compile workers (no kcache-worker, or workers = 0)");
+}
+
 } // namespace
 
-Response RequestHandler::jobs(const Request& req, std::string_view path, const Query& query) {
+Response RequestHandler::list_jobs(const Request& req, const RouteArgs& args) {
   if (jobs_ == nullptr) {
-    return error(req, http::status::service_unavailable,
-                 "this kcached runs no compile workers (no kcache-worker, or workers = 0)");
+    return no_workers(req);
   }
-  const http::verb method = req.method();
-  if (path == "/v1/jobs") {
-    if (method == http::verb::post) {
-      return submit_job(req);
+  std::optional<JobState> state;
+  if (const std::string s = args.query.get("state"); !s.empty()) {
+    auto parsed = parse_job_state(s);
+    if (!parsed) {
+      return error(req, http::status::bad_request, parsed.error());
     }
-    if (method != http::verb::get) {
-      Response res = error(req, http::status::method_not_allowed, "use GET or POST");
-      res.set(http::field::allow, "GET, POST");
-      return res;
-    }
-    std::optional<JobState> state;
-    if (const std::string s = query.get("state"); !s.empty()) {
-      auto parsed = parse_job_state(s);
-      if (!parsed) {
-        return error(req, http::status::bad_request, parsed.error());
-      }
-      state = *parsed;
-    }
-    json list = json::array();
-    for (const Job& job : jobs_->list(state, parse_limit(query.get("limit"), 100))) {
-      list.push_back(job_json(job, /*with_spec=*/false));
-    }
-    const JobCounts c = jobs_->counts();
-    return json_response(req, http::status::ok,
-                         json{{"jobs", std::move(list)},
-                              {"counts",
-                               {{"queued", c.queued},
-                                {"running", c.running},
-                                {"finished", c.finished},
-                                {"workers", c.workers},
-                                {"queue_capacity", c.queue_capacity}}}});
+    state = *parsed;
   }
-  const std::string id(path.substr(std::string_view("/v1/jobs/").size()));
-  if (method == http::verb::get) {
-    return job_response(req, jobs_->find(id), id);
+  json list = json::array();
+  for (const Job& job : jobs_->list(state, parse_limit(args.query.get("limit"), 100))) {
+    list.push_back(job_json(job, /*with_spec=*/false));
   }
-  if (method == http::verb::delete_) {
-    return job_response(req, jobs_->cancel(id), id);
+  const JobCounts c = jobs_->counts();
+  return json_response(req, http::status::ok,
+                       json{{"jobs", std::move(list)},
+                            {"counts",
+                             {{"queued", c.queued},
+                              {"running", c.running},
+                              {"finished", c.finished},
+                              {"workers", c.workers},
+                              {"queue_capacity", c.queue_capacity}}}});
+}
+
+Response RequestHandler::show_job(const Request& req, const RouteArgs& args) {
+  if (jobs_ == nullptr) {
+    return no_workers(req);
   }
-  Response res = error(req, http::status::method_not_allowed, "use GET or DELETE");
-  res.set(http::field::allow, "GET, DELETE");
-  return res;
+  return job_response(req, jobs_->find(std::string(args.param)), args.param);
+}
+
+Response RequestHandler::cancel_job(const Request& req, const RouteArgs& args) {
+  if (jobs_ == nullptr) {
+    return no_workers(req);
+  }
+  return job_response(req, jobs_->cancel(std::string(args.param)), args.param);
+}
+
+void RequestHandler::wait_for_job(const Request& request, const RouteArgs& args,
+                                  std::chrono::milliseconds wait, const Responder& respond) {
+  if (jobs_ == nullptr) {
+    respond(handle(request));
+    return;
+  }
+  // The answer comes from the job manager, on its thread.
+  const auto start = std::chrono::steady_clock::now();
+  const std::string id(args.param);
+  jobs_->wait(
+      id, start + wait,
+      [this, respond, id, start, label = args.label, version = request.version(),
+       keep_alive = request.keep_alive()](const std::optional<Job>& job) {
+        Request shape{http::verb::get, "/", version};
+        shape.keep_alive(keep_alive);
+        Response response = job_response(shape, job, id);
+        record_metrics(
+            label, http::verb::get, response.result_int(),
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        respond(std::move(response));
+      });
 }
 
 Response RequestHandler::job_response(const Request& req, const std::optional<Job>& job,
@@ -85,7 +105,10 @@ Response RequestHandler::job_response(const Request& req, const std::optional<Jo
   return json_response(req, http::status::ok, body);
 }
 
-Response RequestHandler::submit_job(const Request& req) {
+Response RequestHandler::submit_job(const Request& req, const RouteArgs& /*args*/) {
+  if (jobs_ == nullptr) {
+    return no_workers(req);
+  }
   const json doc = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object() || !doc.contains("spec")) {
     return error(req, http::status::bad_request,

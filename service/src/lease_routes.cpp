@@ -1,5 +1,6 @@
 // The /v1/leases routes of RequestHandler: single-flight for producers outside
-// the service (lease_table.h).
+// the service (lease_table.h), and the artifact get that waits for a lease
+// holder's put.
 
 #include "responses.h"
 
@@ -27,7 +28,9 @@ std::chrono::milliseconds ttl_of(const std::string& text) {
 
 } // namespace
 
-Response RequestHandler::lease(const Request& req, std::string_view key, const Query& query) {
+Response RequestHandler::lease(const Request& req, const RouteArgs& args) {
+  const std::string_view key = args.param;
+  const Query& query = args.query;
   if (leases_ == nullptr) {
     return error(req, http::status::not_found, "this kcached has no leases");
   }
@@ -62,6 +65,19 @@ Response RequestHandler::lease(const Request& req, std::string_view key, const Q
                ? json_response(req, http::status::ok, json{{"released", true}})
                : error(req, http::status::conflict, "not the holder of the lease on " + k);
   }
+}
+
+void RequestHandler::wait_for_put(const Request& request, const RouteArgs& args,
+                                  std::chrono::milliseconds wait, const Responder& respond) {
+  Response now = handle(request);
+  const std::string key(args.param);
+  if (leases_ == nullptr || now.result() != http::status::not_found || !leases_->held(key)) {
+    respond(std::move(now));
+    return;
+  }
+  // A miss while another producer holds the lease: wait for its put.
+  leases_->wait_for_put(key, std::chrono::steady_clock::now() + wait,
+                        [this, respond, request] { respond(handle(request)); });
 }
 
 } // namespace kcache::service

@@ -7,13 +7,14 @@
 #include <kcache/service/job_manager.h>
 #include <kcache/service/lease_table.h>
 #include <kcache/service/request_handler.h>
+#include <kcache/service/routes.h>
+#include <kcache/storage/maintenance.h>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <charconv>
-#include <map>
 
 namespace kcache::service {
 
@@ -54,20 +55,6 @@ Response head_response(const Request& req, bool found) {
   return res;
 }
 
-Role required_role(http::verb method, std::string_view path) {
-  const bool jobs = path == "/v1/jobs" || path.starts_with("/v1/jobs/");
-  switch (method) {
-  case http::verb::put:
-    return Role::kWrite;
-  case http::verb::post:
-    return jobs ? Role::kSubmit : Role::kWrite;
-  case http::verb::delete_:
-    return jobs ? Role::kSubmit : path.starts_with("/v1/leases/") ? Role::kWrite : Role::kAdmin;
-  default:
-    return Role::kRead; // GET, HEAD; anything else gets 405 from its route
-  }
-}
-
 std::vector<wire::Part> artifact_parts(const storage::Artifact& artifact) {
   std::vector<wire::Part> parts;
   parts.reserve(artifact.files.size() + 1);
@@ -87,6 +74,17 @@ json info_json(const storage::ObjectInfo& info) {
               {"hits", info.hits}};
 }
 
+// "GET, HEAD": the methods the table serves on `path`, for a 405's Allow.
+std::string allowed_methods(std::string_view path) {
+  std::string allow;
+  for (const Route& route : route_table()) {
+    if (match_route(route.pattern, path)) {
+      allow += (allow.empty() ? "" : ", ") + std::string(http::to_string(route.method));
+    }
+  }
+  return allow;
+}
+
 } // namespace
 
 RequestHandler::RequestHandler(storage::Store& store, std::vector<TierView> tiers,
@@ -94,17 +92,23 @@ RequestHandler::RequestHandler(storage::Store& store, std::vector<TierView> tier
                                JobManager* jobs, LeaseTable* leases)
     : store_(store), artifacts_(store), tiers_(std::move(tiers)), metrics_(metrics),
       tokens_(std::move(tokens)), jobs_(jobs), leases_(leases) {
-  for (std::size_t i = 0; i < kRoutes.size(); ++i) {
-    durations_[i] =
-        &metrics_.histogram("kcache_http_request_duration_seconds", "Time to handle a request",
-                            {{"route", std::string(kRoutes[i])}});
+  labels_.emplace_back("unknown");
+  for (const Route& route : route_table()) {
+    if (std::find(labels_.begin(), labels_.end(), route.label) == labels_.end()) {
+      labels_.push_back(route.label);
+    }
+  }
+  for (const std::string_view label : labels_) {
+    durations_.push_back(&metrics_.histogram("kcache_http_request_duration_seconds",
+                                             "Time to handle a request",
+                                             {{"route", std::string(label)}}));
   }
 }
 
-void RequestHandler::record_metrics(std::string_view route, http::verb method, unsigned status,
+void RequestHandler::record_metrics(std::string_view label, http::verb method, unsigned status,
                                     double seconds) {
-  const auto it = std::find(kRoutes.begin(), kRoutes.end(), route);
-  const auto index = static_cast<std::size_t>(it == kRoutes.end() ? 0 : it - kRoutes.begin());
+  const auto it = std::find(labels_.begin(), labels_.end(), label);
+  const auto index = static_cast<std::size_t>(it == labels_.end() ? 0 : it - labels_.begin());
   durations_[index]->observe(seconds);
   const std::uint64_t id = (static_cast<std::uint64_t>(index) << 40) |
                            (static_cast<std::uint64_t>(method) << 20) | status;
@@ -117,7 +121,7 @@ void RequestHandler::record_metrics(std::string_view route, http::verb method, u
   }
   Counter& counter =
       metrics_.counter("kcache_http_requests_total", "Requests by route, method and status",
-                       {{"route", std::string(kRoutes[index])},
+                       {{"route", std::string(labels_[index])},
                         {"method", std::string(http::to_string(method))},
                         {"code", std::to_string(status)}});
   counter.inc();
@@ -128,7 +132,9 @@ void RequestHandler::record_metrics(std::string_view route, http::verb method, u
 struct RequestHandler::Prepared {
   std::string_view path;
   Query query;
-  Role role = Role::kAdmin;
+  const Route* route = nullptr; // the row for this method and path
+  std::string_view param;       // what the route's pattern captured
+  std::string_view label = "unknown";
   std::optional<Response> rejected; // set when the request may not go on
 };
 
@@ -148,42 +154,69 @@ RequestHandler::Prepared RequestHandler::prepare(const Request& request) const {
       rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
     }
   }
+  // The method's row, and the path's first (for a 405's label).
+  const Route* path_route = nullptr;
+  for (const Route& route : route_table()) {
+    const auto param = match_route(route.pattern, p.path);
+    if (param && path_route == nullptr) {
+      path_route = &route;
+    }
+    if (param && route.method == request.method()) {
+      p.route = &route;
+      p.param = *param;
+      break;
+    }
+  }
   // No tokens configured: open (single-user or trusted network).
-  bool authorized = true;
-  if (!tokens_.empty() && p.path != "/healthz") {
+  Role role = Role::kAdmin;
+  const Route* row = p.route != nullptr ? p.route : path_route;
+  const bool open = row != nullptr && !row->role;
+  if (!tokens_.empty() && !open) {
     const auto auth = request[http::field::authorization];
     const std::string_view bearer = "Bearer ";
     const auto it = std::find_if(tokens_.begin(), tokens_.end(), [&](const Token& t) {
       return auth.size() == bearer.size() + t.token.size() && auth.starts_with(bearer) &&
              auth.substr(bearer.size()) == t.token;
     });
-    authorized = it != tokens_.end();
-    p.role = authorized ? it->role : Role::kRead;
+    if (it == tokens_.end()) {
+      p.rejected = error(request, http::status::unauthorized, "missing or unknown bearer token");
+      p.rejected->set(http::field::www_authenticate, "Bearer");
+      return p;
+    }
+    role = it->role;
   }
-  if (!authorized) {
-    p.rejected = error(request, http::status::unauthorized, "missing or unknown bearer token");
-    p.rejected->set(http::field::www_authenticate, "Bearer");
-  } else if (p.role < required_role(request.method(), p.path)) {
+  if (path_route == nullptr) {
+    p.rejected = error(request, http::status::not_found, "no route for " + std::string(p.path));
+  } else if (p.route == nullptr) {
+    p.label = path_route->label;
+    p.rejected = error(request, http::status::method_not_allowed,
+                       std::string(request.method_string()) + " is not allowed here");
+    p.rejected->set(http::field::allow, allowed_methods(p.path));
+  } else if (p.route->role && role < *p.route->role) {
+    // Counted under "unknown", as refusals always were.
     p.rejected = error(request, http::status::forbidden,
                        "this token's role may not " + std::string(request.method_string()) + " " +
-                           std::string(p.path));
+                           std::string(p.path) + " (it needs the " +
+                           std::string(role_name(*p.route->role)) + " role)");
+  } else {
+    p.label = p.route->label;
   }
   return p;
 }
 
 Response RequestHandler::respond_now(const Request& request, const Prepared& prepared) {
   const auto start = std::chrono::steady_clock::now();
-  std::string_view route = "unknown";
   Response response = prepared.rejected
                           ? *prepared.rejected
-                          : dispatch(request, prepared.path, prepared.query, prepared.role, route);
-  record_metrics(route, request.method(), response.result_int(),
+                          : (this->*prepared.route->handler)(
+                                request, RouteArgs{prepared.param, prepared.query, prepared.label});
+  record_metrics(prepared.label, request.method(), response.result_int(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   // A stored artifact ends the single-flight lease on its key: waiters wake and hit.
   if (leases_ != nullptr && request.method() == http::verb::put &&
-      response.result() == http::status::created && (route == "artifacts" || route == "ac")) {
-    const std::string_view path = prepared.path;
-    leases_->notify_put(std::string(path.substr(path.find('/', 4) + 1)));
+      response.result() == http::status::created &&
+      (prepared.label == "artifacts" || prepared.label == "ac")) {
+    leases_->notify_put(std::string(prepared.param));
   }
   return response;
 }
@@ -193,139 +226,34 @@ Response RequestHandler::handle(const Request& request) {
 }
 
 void RequestHandler::handle_async(const Request& request, const Responder& respond) {
-  Prepared prepared = prepare(request);
-  std::int64_t wait_ms = 0;
-  if (!prepared.rejected && request.method() == http::verb::get) {
-    const std::string wait = prepared.query.get("wait_ms", "0");
-    std::from_chars(wait.data(), wait.data() + wait.size(), wait_ms);
-    wait_ms = std::min(wait_ms, kMaxWaitMs);
-  }
-  const bool job_wait = wait_ms > 0 && jobs_ != nullptr && prepared.path.starts_with("/v1/jobs/");
-  const bool put_wait =
-      wait_ms > 0 && leases_ != nullptr && prepared.path.starts_with("/v1/artifacts/");
-  if (put_wait) {
-    Response now = respond_now(request, prepared);
-    const std::string key(prepared.path.substr(std::string_view("/v1/artifacts/").size()));
-    if (now.result() != http::status::not_found || !leases_->held(key)) {
-      respond(std::move(now));
-      return;
-    }
-    // A miss while another producer holds the lease: wait for its put.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
-    leases_->wait_for_put(key, deadline, [this, respond, request] { respond(handle(request)); });
-    return;
-  }
-  if (!job_wait) {
+  const Prepared prepared = prepare(request);
+  if (prepared.rejected || !prepared.route->long_poll()) {
     respond(respond_now(request, prepared));
     return;
   }
-  // A long-poll: the answer comes from the job manager, on its thread.
-  const auto start = std::chrono::steady_clock::now();
-  const std::string id(prepared.path.substr(std::string_view("/v1/jobs/").size()));
-  const auto deadline = start + std::chrono::milliseconds(wait_ms);
-  jobs_->wait(
-      id, deadline,
-      [this, respond, id, start, version = request.version(),
-       keep_alive = request.keep_alive()](const std::optional<Job>& job) {
-        Request shape{http::verb::get, "/", version};
-        shape.keep_alive(keep_alive);
-        Response response = job_response(shape, job, id);
-        record_metrics(
-            "job", http::verb::get, response.result_int(),
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-        respond(std::move(response));
-      });
+  std::int64_t wait_ms = 0;
+  const std::string wait = prepared.query.get("wait_ms", "0");
+  std::from_chars(wait.data(), wait.data() + wait.size(), wait_ms);
+  wait_ms = std::min(wait_ms, kMaxWaitMs);
+  if (wait_ms <= 0) {
+    respond(respond_now(request, prepared));
+    return;
+  }
+  (this->*prepared.route->waiter)(request,
+                                  RouteArgs{prepared.param, prepared.query, prepared.label},
+                                  std::chrono::milliseconds(wait_ms), respond);
 }
 
-Response RequestHandler::dispatch(const Request& req, std::string_view path, const Query& query,
-                                  Role role, std::string_view& route) {
-  const http::verb method = req.method();
-  auto only = [&](std::initializer_list<http::verb> verbs) {
-    return std::find(verbs.begin(), verbs.end(), method) != verbs.end();
-  };
-  auto method_not_allowed = [&](const char* allow) {
-    Response res = error(req, http::status::method_not_allowed,
-                         std::string(req.method_string()) + " is not allowed here");
-    res.set(http::field::allow, allow);
-    return res;
-  };
-  auto tail = [&](std::string_view prefix) -> std::optional<std::string_view> {
-    if (path.starts_with(prefix) && path.size() > prefix.size()) {
-      return path.substr(prefix.size());
-    }
-    return std::nullopt;
-  };
-
-  if (path == "/healthz") {
-    route = "healthz";
-    return only({http::verb::get, http::verb::head})
-               ? make(req, http::status::ok, "ok\n", "text/plain")
-               : method_not_allowed("GET, HEAD");
-  }
-  if (path == "/metrics") {
-    route = "metrics";
-    return only({http::verb::get})
-               ? make(req, http::status::ok, metrics_.render(), "text/plain; version=0.0.4")
-               : method_not_allowed("GET");
-  }
-  if (path == "/v1/stats") {
-    route = "stats";
-    return only({http::verb::get}) ? stats(req) : method_not_allowed("GET");
-  }
-  if (auto key = tail("/v1/ac/")) {
-    route = "ac";
-    return only({http::verb::get, http::verb::head, http::verb::put, http::verb::delete_})
-               ? action(req, *key, role)
-               : method_not_allowed("GET, HEAD, PUT, DELETE");
-  }
-  if (auto digest = tail("/v1/cas/")) {
-    route = "cas";
-    return only({http::verb::get, http::verb::head, http::verb::put, http::verb::delete_})
-               ? cas(req, *digest, role)
-               : method_not_allowed("GET, HEAD, PUT, DELETE");
-  }
-  if (auto key = tail("/v1/artifacts/")) {
-    route = "artifacts";
-    return only({http::verb::get, http::verb::put}) ? artifact(req, *key, role)
-                                                    : method_not_allowed("GET, PUT");
-  }
-  if (path == "/v1/batch/get") {
-    route = "batch_get";
-    return only({http::verb::post}) ? batch_get(req) : method_not_allowed("POST");
-  }
-  if (path == "/v1/entries") {
-    route = "entries";
-    return only({http::verb::get}) ? entries(req, query) : method_not_allowed("GET");
-  }
-  if (path == "/v1/admin/verify" || path == "/v1/admin/gc") {
-    const bool is_gc = path == "/v1/admin/gc";
-    route = is_gc ? "admin_gc" : "admin_verify";
-    if (method != http::verb::post) {
-      return method_not_allowed("POST");
-    }
-    if (role < Role::kAdmin) {
-      return error(req, http::status::forbidden, "admin routes need the admin role");
-    }
-    return is_gc ? gc(req, query) : verify(req, query);
-  }
-  if (auto key = tail("/v1/leases/")) {
-    route = "leases";
-    return only({http::verb::post, http::verb::put, http::verb::delete_})
-               ? lease(req, *key, query)
-               : method_not_allowed("POST, PUT, DELETE");
-  }
-  if (path == "/v1/jobs" || path.starts_with("/v1/jobs/")) {
-    route = path == "/v1/jobs" ? "jobs" : "job";
-    return jobs(req, path, query);
-  }
-  if (auto key = tail("/v1/entries/")) {
-    route = "entry";
-    return only({http::verb::get}) ? entry(req, *key) : method_not_allowed("GET");
-  }
-  return error(req, http::status::not_found, "no route for " + std::string(path));
+Response RequestHandler::healthz(const Request& req, const RouteArgs& /*args*/) {
+  return make(req, http::status::ok, "ok\n", "text/plain");
 }
 
-Response RequestHandler::action(const Request& req, std::string_view key, Role /*role*/) {
+Response RequestHandler::metrics_text(const Request& req, const RouteArgs& /*args*/) {
+  return make(req, http::status::ok, metrics_.render(), "text/plain; version=0.0.4");
+}
+
+Response RequestHandler::action(const Request& req, const RouteArgs& args) {
+  const std::string_view key = args.param;
   if (!wire::is_valid_action_key(key)) {
     return error(req, http::status::bad_request,
                  "invalid action key (1-512 characters of [A-Za-z0-9._:+=-])");
@@ -386,7 +314,8 @@ Response RequestHandler::action(const Request& req, std::string_view key, Role /
   }
 }
 
-Response RequestHandler::cas(const Request& req, std::string_view digest, Role /*role*/) {
+Response RequestHandler::cas(const Request& req, const RouteArgs& args) {
+  const std::string_view digest = args.param;
   if (!wire::is_valid_cas_key(digest)) {
     return error(req, http::status::bad_request, "a CAS key is 64 lowercase hex digits (sha256)");
   }
@@ -425,7 +354,8 @@ Response RequestHandler::cas(const Request& req, std::string_view digest, Role /
   }
 }
 
-Response RequestHandler::artifact(const Request& req, std::string_view key, Role /*role*/) {
+Response RequestHandler::artifact(const Request& req, const RouteArgs& args) {
+  const std::string_view key = args.param;
   if (!wire::is_valid_action_key(key)) {
     return error(req, http::status::bad_request,
                  "invalid action key (1-512 characters of [A-Za-z0-9._:+=-])");
@@ -482,7 +412,7 @@ Response RequestHandler::artifact(const Request& req, std::string_view key, Role
   return make(req, http::status::created, storage::record_to_json(*stored), wire::kJsonContentType);
 }
 
-Response RequestHandler::batch_get(const Request& req) {
+Response RequestHandler::batch_get(const Request& req, const RouteArgs& /*args*/) {
   const json doc = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("keys") || !doc["keys"].is_array()) {
     return error(req, http::status::bad_request, "expected {\"keys\": [...]}");
@@ -506,7 +436,8 @@ Response RequestHandler::batch_get(const Request& req) {
   return make(req, http::status::ok, wire::encode_parts(out), wire::kPartsContentType);
 }
 
-Response RequestHandler::entries(const Request& req, const Query& query) {
+Response RequestHandler::entries(const Request& req, const RouteArgs& args) {
+  const Query& query = args.query;
   storage::ListOptions options;
   const std::string area = query.get("area");
   if (area == "ac") {
@@ -546,6 +477,9 @@ Response RequestHandler::entries(const Request& req, const Query& query) {
               if (sort == "key") {
                 return a.key < b.key;
               }
+              if (sort == "hits") {
+                return a.hits > b.hits;
+              }
               return a.last_access_ms > b.last_access_ms;
             });
   json out = json::array();
@@ -556,7 +490,8 @@ Response RequestHandler::entries(const Request& req, const Query& query) {
                        json{{"entries", std::move(out)}, {"total", items.size()}});
 }
 
-Response RequestHandler::entry(const Request& req, std::string_view key) {
+Response RequestHandler::entry(const Request& req, const RouteArgs& args) {
+  const std::string_view key = args.param;
   if (!wire::is_valid_action_key(key)) {
     return error(req, http::status::bad_request, "invalid action key");
   }
@@ -581,7 +516,7 @@ Response RequestHandler::entry(const Request& req, std::string_view key) {
   return json_response(req, http::status::ok, doc);
 }
 
-Response RequestHandler::stats(const Request& req) {
+Response RequestHandler::stats(const Request& req, const RouteArgs& /*args*/) {
   json tiers = json::array();
   for (const TierView& tier : tiers_) {
     const storage::CounterSnapshot c = tier.store->counters();
@@ -608,103 +543,46 @@ Response RequestHandler::stats(const Request& req) {
            {"tiers", std::move(tiers)}});
 }
 
-Response RequestHandler::verify(const Request& req, const Query& query) {
-  const std::string area = query.get("area");
+Response RequestHandler::verify(const Request& req, const RouteArgs& args) {
+  const std::string area = args.query.get("area");
   if (area != "ac" && area != "cas") {
     return error(req, http::status::bad_request, "area must be ac or cas");
   }
-  const bool repair = query.get("repair") == "1" || query.get("repair") == "true";
-  storage::ListOptions options;
+  storage::VerifyOptions options;
   options.area = area == "ac" ? Area::kAction : Area::kCas;
-  options.prefix = query.get("prefix");
-  auto listed = store_.list(options);
-  if (!listed) {
-    return store_error(req, listed.error());
+  options.prefix = args.query.get("prefix");
+  options.repair = args.query.get("repair") == "1" || args.query.get("repair") == "true";
+  auto report = storage::verify_entries(store_, options);
+  if (!report) {
+    return store_error(req, report.error());
   }
   json problems = json::array();
-  std::size_t repaired = 0;
-  auto report = [&](const std::string& key, std::string what) {
-    problems.push_back({{"key", key}, {"problem", std::move(what)}});
-  };
-  for (const storage::ObjectInfo& info : *listed) {
-    if (options.area == Area::kCas) {
-      // A frame that fails verification is deleted by the read itself.
-      auto blob = store_.get(Area::kCas, info.key);
-      if (!blob) {
-        return store_error(req, blob.error());
-      }
-      if (!blob->has_value()) {
-        report(info.key, "unreadable (corrupt frame, deleted)");
-        ++repaired;
-      } else if (cachekey::to_hex(cachekey::Sha256::of(**blob)) != info.key) {
-        report(info.key, "content does not hash to its key");
-        if (repair && store_.remove(Area::kCas, info.key)) {
-          ++repaired;
-        }
-      }
-      continue;
-    }
-    auto record = artifacts_.get_record(info.key); // deletes unparseable records
-    if (!record) {
-      return store_error(req, record.error());
-    }
-    if (!record->has_value()) {
-      report(info.key, "unreadable record (deleted)");
-      ++repaired;
-      continue;
-    }
-    for (const storage::OutputRef& out : (*record)->outputs) {
-      auto present = store_.contains(Area::kCas, out.digest);
-      if (present && !*present) {
-        report(info.key, "output '" + out.name + "' blob " + out.digest + " is missing");
-        if (repair && store_.remove(Area::kAction, info.key)) {
-          ++repaired;
-        }
-        break;
-      }
-    }
+  for (const storage::VerifyProblem& p : report->problems) {
+    problems.push_back({{"key", p.key}, {"problem", p.problem}});
   }
   return json_response(req, http::status::ok,
                        json{{"area", area},
-                            {"checked", listed->size()},
+                            {"checked", report->checked},
                             {"problems", std::move(problems)},
-                            {"repaired", repaired}});
+                            {"repaired", report->repaired}});
 }
 
-Response RequestHandler::gc(const Request& req, const Query& query) {
-  const std::string max = query.get("max_size");
+Response RequestHandler::gc(const Request& req, const RouteArgs& args) {
+  const std::string max = args.query.get("max_size");
   std::uint64_t max_size = 0;
   const auto [ptr, ec] = std::from_chars(max.data(), max.data() + max.size(), max_size);
   if (max.empty() || ec != std::errc() || ptr != max.data() + max.size()) {
     return error(req, http::status::bad_request, "max_size must be a number of bytes");
   }
-  auto listed = store_.list({});
-  if (!listed) {
-    return store_error(req, listed.error());
-  }
-  std::uint64_t total = 0;
-  for (const storage::ObjectInfo& info : *listed) {
-    total += info.size;
-  }
-  const std::uint64_t before = total;
-  std::sort(listed->begin(), listed->end(),
-            [](const auto& a, const auto& b) { return a.last_access_ms < b.last_access_ms; });
-  std::size_t removed = 0;
-  for (const storage::ObjectInfo& info : *listed) {
-    if (total <= max_size) {
-      break;
-    }
-    if (auto ok = store_.remove(info.area, info.key); !ok) {
-      return store_error(req, ok.error());
-    }
-    total -= info.size;
-    ++removed;
+  auto report = storage::collect_garbage(store_, max_size);
+  if (!report) {
+    return store_error(req, report.error());
   }
   return json_response(req, http::status::ok,
-                       json{{"before_bytes", before},
-                            {"after_bytes", total},
-                            {"removed_entries", removed},
-                            {"removed_bytes", before - total}});
+                       json{{"before_bytes", report->before_bytes},
+                            {"after_bytes", report->after_bytes},
+                            {"removed_entries", report->removed_entries},
+                            {"removed_bytes", report->removed_bytes}});
 }
 
 } // namespace kcache::service

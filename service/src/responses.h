@@ -1,25 +1,16 @@
 #pragma once
-// Query parameters and response builders shared by the request handler's
-// route files.
+// Response builders shared by the request handler's route files.
 
 #include <kcache/cachekey/json_text.h>
 #include <kcache/cachekey/wire.h>
 #include <kcache/service/request_handler.h>
+#include <kcache/service/routes.h>
 
 #include <nlohmann/json.hpp>
 
-#include <map>
 #include <string>
 
 namespace kcache::service {
-
-struct RequestHandler::Query {
-  std::map<std::string, std::string, std::less<>> params;
-  std::string get(std::string_view name, const std::string& fallback = "") const {
-    const auto it = params.find(name);
-    return it == params.end() ? fallback : it->second;
-  }
-};
 
 inline Response make(const Request& req, http::status status, std::string body,
                      std::string_view content_type) {

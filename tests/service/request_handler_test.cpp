@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <thread>
+
 namespace kcache::service {
 namespace {
 
@@ -55,6 +57,34 @@ TEST_F(HandlerTest, HealthAndUnknownRoutes) {
   auto m = call(http::verb::post, "/v1/stats");
   EXPECT_EQ(m.result(), http::status::method_not_allowed);
   EXPECT_EQ(m[http::field::allow], "GET");
+}
+
+// Each path's 405 lists the methods the route table declares for it.
+TEST_F(HandlerTest, WrongMethodsGet405WithThePathsMethods) {
+  const std::vector<std::pair<std::string, std::string>> allowed = {
+      {"/healthz", "GET, HEAD"},
+      {"/metrics", "GET"},
+      {"/v1/ac/k", "GET, HEAD, PUT, DELETE"},
+      {"/v1/cas/" + std::string(64, 'a'), "GET, HEAD, PUT, DELETE"},
+      {"/v1/artifacts/k", "GET, PUT"},
+      {"/v1/batch/get", "POST"},
+      {"/v1/entries", "GET"},
+      {"/v1/entries/k", "GET"},
+      {"/v1/admin/verify", "POST"},
+      {"/v1/admin/gc", "POST"},
+      {"/v1/jobs", "GET, POST"},
+      {"/v1/jobs/j-1", "GET, DELETE"},
+      {"/v1/leases/k", "POST, PUT, DELETE"}};
+  for (const auto& [path, allow] : allowed) {
+    auto r = call(http::verb::patch, path);
+    EXPECT_EQ(r.result(), http::status::method_not_allowed) << path;
+    EXPECT_EQ(r[http::field::allow], allow) << path;
+    EXPECT_NE(r.body().find("PATCH is not allowed here"), std::string::npos) << r.body();
+  }
+  const std::string text = call(http::verb::get, "/metrics").body();
+  EXPECT_NE(text.find(R"(kcache_http_requests_total{route="job",method="PATCH",code="405"} 1)"),
+            std::string::npos)
+      << text;
 }
 
 // Found by http_request_fuzzer: error messages echo client bytes, which need
@@ -157,11 +187,19 @@ TEST_F(HandlerTest, EntriesListSortAndShow) {
                   .result(),
               http::status::created);
   }
+  // e1 is read most, e2 most recently: each sort must pick its own first.
+  (void)call(http::verb::get, "/v1/artifacts/e1");
+  (void)call(http::verb::get, "/v1/artifacts/e1");
+  std::this_thread::sleep_for(std::chrono::milliseconds(5)); // access times are in ms
   (void)call(http::verb::get, "/v1/artifacts/e2");
   auto listed = json::parse(call(http::verb::get, "/v1/entries?area=ac&sort=hits").body());
   ASSERT_EQ(listed["total"], 2);
-  EXPECT_EQ(listed["entries"][0]["key"], "e2");
-  EXPECT_EQ(listed["entries"][0]["hits"], 1);
+  EXPECT_EQ(listed["entries"][0]["key"], "e1");
+  EXPECT_EQ(listed["entries"][0]["hits"], 2);
+  EXPECT_EQ(listed["entries"][1]["key"], "e2");
+  auto recent = json::parse(call(http::verb::get, "/v1/entries?area=ac&sort=last_access").body());
+  EXPECT_EQ(recent["entries"][0]["key"], "e2");
+  EXPECT_EQ(recent["entries"][0]["hits"], 1);
   auto limited = json::parse(call(http::verb::get, "/v1/entries?limit=1&prefix=e").body());
   EXPECT_EQ(limited["entries"].size(), 1U);
   EXPECT_EQ(call(http::verb::get, "/v1/entries?sort=color").result(), http::status::bad_request);
@@ -240,6 +278,17 @@ TEST_F(AuthTest, RolesGateMethods) {
   EXPECT_EQ(call(http::verb::post, "/v1/admin/gc?max_size=0", "", "w-token").result(),
             http::status::forbidden);
   EXPECT_EQ(call(http::verb::delete_, target, "", "a-token").result(), http::status::ok);
+}
+
+TEST_F(AuthTest, RefusalsNameTheRoleARouteNeeds) {
+  auto r = call(http::verb::post, "/v1/admin/gc?max_size=0", "", "w-token");
+  EXPECT_EQ(r.result(), http::status::forbidden);
+  EXPECT_EQ(json::parse(r.body())["error"],
+            "this token's role may not POST /v1/admin/gc (it needs the admin role)");
+  // Unknown tokens are refused before anything is said about the path.
+  EXPECT_EQ(call(http::verb::get, "/v2/nothing").result(), http::status::unauthorized);
+  EXPECT_EQ(call(http::verb::get, "/v2/nothing", "", "r-token").result(), http::status::not_found);
+  EXPECT_EQ(call(http::verb::head, "/healthz").result(), http::status::ok);
 }
 
 // Leases are for producers: the write role takes and releases them.

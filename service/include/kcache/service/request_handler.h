@@ -1,39 +1,8 @@
 #pragma once
 // The daemon's HTTP API as a pure function, request -> response, over a Store.
 // No sockets here: the HTTP server calls it, and so do tests and the fuzzer.
-//
-//   GET  /healthz                          liveness, no auth
-//   GET  /metrics                          Prometheus text
-//   GET  /v1/stats                         JSON: tiers, counters, uptime
-//   GET|HEAD|PUT|DELETE /v1/ac/{key}       action records (JSON); PUT needs the
-//                                          record's blobs present in the CAS (409)
-//   GET|HEAD|PUT|DELETE /v1/cas/{sha256}   blobs; PUT checks the digest
-//   GET|PUT /v1/artifacts/{key}            record + files in one parts body
-//   POST /v1/batch/get                     {"keys": [...]} -> one part per key
-//                                          (the artifact's parts, or empty: miss)
-//   GET  /v1/entries?area=&prefix=&sort=size|last_access|hits|created|key&limit=
-//   GET  /v1/entries/{key}                 one record with its storage metadata
-//   POST /v1/admin/verify?area=ac|cas&prefix=&repair=1
-//                                          re-hash blobs, check records' blobs;
-//                                          repair deletes what is broken
-//   POST /v1/admin/gc?max_size=BYTES       drop least recently used entries
-//   POST /v1/jobs                          {"key", "spec": CompileSpec, "priority"}
-//                                          -> 202 queued/joined, 200 cached or
-//                                          failed-recently, 503 busy (Retry-After)
-//   GET  /v1/jobs?state=&limit=            newest first, with queue counts
-//   GET  /v1/jobs/{id}?wait_ms=N           the job; long-polls up to N ms (at most
-//                                          kMaxWaitMs) until it finishes
-//   DELETE /v1/jobs/{id}                   cancel
-//   POST /v1/leases/{key}?ttl_ms=&holder=  single-flight for outside producers:
-//                                          {"granted", "token"} or who holds it, or
-//                                          {"cached": true}
-//   PUT  /v1/leases/{key}?token=&ttl_ms=   renew (409 unless the holder's token)
-//   DELETE /v1/leases/{key}?token=         release
-//   GET  /v1/artifacts/{key}?wait_ms=N     a miss under a held lease waits (up to
-//                                          kMaxWaitMs) for the holder's put
-//
-// Roles: GET/HEAD need read; POST and DELETE on jobs need submit; PUT, the
-// other POSTs and lease DELETEs need write; other DELETEs need admin.
+// The routes, the roles they need and which of them long-poll are declared
+// once, in route_table() (routes.h); README.md's table lists them.
 
 #include <kcache/service/config.h>
 #include <kcache/service/job.h>
@@ -43,12 +12,12 @@
 
 #include <boost/beast/http.hpp>
 
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <shared_mutex>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -80,6 +49,9 @@ private:
 
 class JobManager;
 class LeaseTable;
+struct Route;
+struct RouteArgs;
+std::span<const Route> route_table();
 
 // A tier as /v1/stats and /metrics report it.
 struct TierView {
@@ -97,7 +69,8 @@ public:
 
   // Answers at once; a job long-poll answers with the job's current state.
   Response handle(const Request& request);
-  // As handle(), but a job long-poll answers when the job finishes or its wait ends.
+  // As handle(), but a long-poll (a route with a waiter) answers when what it
+  // waits for happens or its wait ends.
   void handle_async(const Request& request, const Responder& respond);
 
   static constexpr std::int64_t kMaxWaitMs = 120'000;
@@ -106,38 +79,46 @@ public:
   static constexpr std::size_t kMaxBatchKeys = 10000;
 
 private:
-  struct Query;
+  // The table names the handlers below.
+  friend std::span<const Route> route_table();
+
   struct Prepared;
   Prepared prepare(const Request& request) const;
   Response respond_now(const Request& request, const Prepared& prepared);
-  Response dispatch(const Request& request, std::string_view path, const Query& query, Role role,
-                    std::string_view& route);
-  Response action(const Request& request, std::string_view key, Role role);
-  Response cas(const Request& request, std::string_view digest, Role role);
-  Response artifact(const Request& request, std::string_view key, Role role);
-  Response batch_get(const Request& request);
-  Response entries(const Request& request, const Query& query);
-  Response entry(const Request& request, std::string_view key);
-  Response stats(const Request& request);
-  Response verify(const Request& request, const Query& query);
-  Response gc(const Request& request, const Query& query);
+
+  // Handlers (route_table() says which serves what).
+  Response healthz(const Request& request, const RouteArgs& args);
+  Response metrics_text(const Request& request, const RouteArgs& args);
+  Response stats(const Request& request, const RouteArgs& args);
+  Response action(const Request& request, const RouteArgs& args);
+  Response cas(const Request& request, const RouteArgs& args);
+  Response artifact(const Request& request, const RouteArgs& args);
+  Response batch_get(const Request& request, const RouteArgs& args);
+  Response entries(const Request& request, const RouteArgs& args);
+  Response entry(const Request& request, const RouteArgs& args);
+  Response verify(const Request& request, const RouteArgs& args);
+  Response gc(const Request& request, const RouteArgs& args);
   // The job routes (job_routes.cpp).
-  Response jobs(const Request& request, std::string_view path, const Query& query);
-  Response submit_job(const Request& request);
+  Response list_jobs(const Request& request, const RouteArgs& args);
+  Response submit_job(const Request& request, const RouteArgs& args);
+  Response show_job(const Request& request, const RouteArgs& args);
+  Response cancel_job(const Request& request, const RouteArgs& args);
   Response job_response(const Request& request, const std::optional<Job>& job, std::string_view id);
+  void wait_for_job(const Request& request, const RouteArgs& args, std::chrono::milliseconds wait,
+                    const Responder& respond);
   // The lease routes (lease_routes.cpp).
-  Response lease(const Request& request, std::string_view key, const Query& query);
+  Response lease(const Request& request, const RouteArgs& args);
+  void wait_for_put(const Request& request, const RouteArgs& args, std::chrono::milliseconds wait,
+                    const Responder& respond);
 
   // Instruments are looked up once and cached: the hot path builds no label
-  // strings and takes no exclusive lock.
-  static constexpr std::array<std::string_view, 15> kRoutes = {
-      "unknown", "healthz",      "metrics",  "stats", "ac",   "cas", "artifacts", "batch_get",
-      "entries", "admin_verify", "admin_gc", "entry", "jobs", "job", "leases"};
-  void record_metrics(std::string_view route, http::verb method, unsigned status, double seconds);
+  // strings and takes no exclusive lock. labels_[0] is "unknown" (no route).
+  void record_metrics(std::string_view label, http::verb method, unsigned status, double seconds);
 
   storage::Store& store_;
   storage::ArtifactStore artifacts_;
-  std::array<Histogram*, kRoutes.size()> durations_{};
+  std::vector<std::string_view> labels_;
+  std::vector<Histogram*> durations_;
   std::shared_mutex counters_mu_;
   std::unordered_map<std::uint64_t, Counter*> request_counters_;
   std::vector<TierView> tiers_;

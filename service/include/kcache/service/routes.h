@@ -1,0 +1,63 @@
+#pragma once
+// kcached's HTTP routes, each declared once: method, path pattern, the role it
+// needs, whether it long-polls, its metrics label and its handler. Dispatch,
+// the role checks, 405s and their Allow headers, the metrics route labels and
+// README.md's route table (checked by tests/service/route_table_test.cpp) all
+// come from this one table.
+
+#include <kcache/service/config.h>
+#include <kcache/service/request_handler.h>
+
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace kcache::service {
+
+// A request's query parameters, percent-decoded.
+struct Query {
+  std::map<std::string, std::string, std::less<>> params;
+  std::string get(std::string_view name, const std::string& fallback = "") const {
+    const auto it = params.find(name);
+    return it == params.end() ? fallback : it->second;
+  }
+};
+
+// What a handler gets besides the request: the path's `{param}` and the query.
+struct RouteArgs {
+  std::string_view param; // empty for a pattern without one
+  const Query& query;
+  std::string_view label; // the route's metrics label
+};
+
+struct Route {
+  using Handler = Response (RequestHandler::*)(const Request&, const RouteArgs&);
+  // Answers later, through the responder, when the request asks to wait.
+  using Waiter = void (RequestHandler::*)(const Request&, const RouteArgs&,
+                                          std::chrono::milliseconds wait, const Responder&);
+
+  http::verb method;
+  // "/v1/stats" matches itself; "/v1/ac/{key}" matches "/v1/ac/" and a
+  // non-empty rest of the path, which the handler gets as its param.
+  std::string_view pattern;
+  std::optional<Role> role; // none: served without a token (liveness probes)
+  std::string_view label;
+  Handler handler;
+  // Set on the routes that long-poll (GET ...?wait_ms=N).
+  Waiter waiter = nullptr;
+
+  bool long_poll() const { return waiter != nullptr; }
+};
+
+// Every route, in the order 405s list a path's methods.
+std::span<const Route> route_table();
+
+// The param `pattern` captures from `path`, or nullopt when it does not match.
+std::optional<std::string_view> match_route(std::string_view pattern, std::string_view path);
+
+// "read", "submit", "write", "admin" (as kcached.toml spells them).
+std::string_view role_name(Role role);
+
+} // namespace kcache::service

@@ -1,0 +1,77 @@
+// The route table. Rows for one path sit together, in the order a 405's Allow
+// header lists their methods; README.md's table must list the same rows
+// (route_table_test.cpp).
+
+#include <kcache/service/routes.h>
+
+#include <array>
+
+namespace kcache::service {
+
+std::span<const Route> route_table() {
+  using http::verb;
+  using RH = RequestHandler;
+  constexpr auto kRead = Role::kRead;
+  constexpr auto kSubmit = Role::kSubmit;
+  constexpr auto kWrite = Role::kWrite;
+  constexpr auto kAdmin = Role::kAdmin;
+  static const std::array kTable = {
+      Route{verb::get, "/healthz", std::nullopt, "healthz", &RH::healthz},
+      Route{verb::head, "/healthz", std::nullopt, "healthz", &RH::healthz},
+      Route{verb::get, "/metrics", kRead, "metrics", &RH::metrics_text},
+      Route{verb::get, "/v1/stats", kRead, "stats", &RH::stats},
+      Route{verb::get, "/v1/ac/{key}", kRead, "ac", &RH::action},
+      Route{verb::head, "/v1/ac/{key}", kRead, "ac", &RH::action},
+      Route{verb::put, "/v1/ac/{key}", kWrite, "ac", &RH::action},
+      Route{verb::delete_, "/v1/ac/{key}", kAdmin, "ac", &RH::action},
+      Route{verb::get, "/v1/cas/{sha256}", kRead, "cas", &RH::cas},
+      Route{verb::head, "/v1/cas/{sha256}", kRead, "cas", &RH::cas},
+      Route{verb::put, "/v1/cas/{sha256}", kWrite, "cas", &RH::cas},
+      Route{verb::delete_, "/v1/cas/{sha256}", kAdmin, "cas", &RH::cas},
+      Route{verb::get, "/v1/artifacts/{key}", kRead, "artifacts", &RH::artifact, &RH::wait_for_put},
+      Route{verb::put, "/v1/artifacts/{key}", kWrite, "artifacts", &RH::artifact},
+      // Only reads, but POSTs have always needed the write role; opening it to
+      // readers is a decision of its own.
+      Route{verb::post, "/v1/batch/get", kWrite, "batch_get", &RH::batch_get},
+      Route{verb::get, "/v1/entries", kRead, "entries", &RH::entries},
+      Route{verb::post, "/v1/admin/verify", kAdmin, "admin_verify", &RH::verify},
+      Route{verb::post, "/v1/admin/gc", kAdmin, "admin_gc", &RH::gc},
+      Route{verb::get, "/v1/entries/{key}", kRead, "entry", &RH::entry},
+      Route{verb::get, "/v1/jobs", kRead, "jobs", &RH::list_jobs},
+      Route{verb::post, "/v1/jobs", kSubmit, "jobs", &RH::submit_job},
+      Route{verb::get, "/v1/jobs/{id}", kRead, "job", &RH::show_job, &RH::wait_for_job},
+      Route{verb::delete_, "/v1/jobs/{id}", kSubmit, "job", &RH::cancel_job},
+      Route{verb::post, "/v1/leases/{key}", kWrite, "leases", &RH::lease},
+      Route{verb::put, "/v1/leases/{key}", kWrite, "leases", &RH::lease},
+      Route{verb::delete_, "/v1/leases/{key}", kWrite, "leases", &RH::lease},
+  };
+  return kTable;
+}
+
+std::optional<std::string_view> match_route(std::string_view pattern, std::string_view path) {
+  const auto brace = pattern.find('{');
+  if (brace == std::string_view::npos) {
+    return path == pattern ? std::optional<std::string_view>("") : std::nullopt;
+  }
+  const std::string_view prefix = pattern.substr(0, brace);
+  if (path.size() > prefix.size() && path.starts_with(prefix)) {
+    return path.substr(prefix.size());
+  }
+  return std::nullopt;
+}
+
+std::string_view role_name(Role role) {
+  switch (role) {
+  case Role::kRead:
+    return "read";
+  case Role::kSubmit:
+    return "submit";
+  case Role::kWrite:
+    return "write";
+  case Role::kAdmin:
+    return "admin";
+  }
+  return "unknown";
+}
+
+} // namespace kcache::service
