@@ -31,4 +31,10 @@ inline Response error(const Request& req, http::status status, std::string messa
   return json_response(req, status, nlohmann::json{{"error", std::move(message)}});
 }
 
+// The store could not answer: a server-side condition, never the client's fault.
+inline Response store_error(const Request& req, const storage::StoreError& e) {
+  return error(req, http::status::service_unavailable,
+               std::string(storage::error_code_name(e.code)) + ": " + e.message);
+}
+
 } // namespace kcache::service

@@ -1,0 +1,183 @@
+// The inspection and maintenance routes of RequestHandler: entry listings,
+// one entry, stats, and verify/gc (the walks themselves are storage's).
+
+#include "responses.h"
+
+#include <kcache/cachekey/wire.h>
+#include <kcache/service/request_handler.h>
+#include <kcache/storage/maintenance.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <charconv>
+
+namespace kcache::service {
+
+namespace wire = cachekey::wire;
+using nlohmann::json;
+using storage::Area;
+
+namespace {
+
+json info_json(const storage::ObjectInfo& info) {
+  return json{{"area", storage::area_name(info.area)},
+              {"key", info.key},
+              {"size", info.size},
+              {"created_ms", info.created_ms},
+              {"last_access_ms", info.last_access_ms},
+              {"hits", info.hits}};
+}
+
+} // namespace
+
+Response RequestHandler::entries(const Request& req, const RouteArgs& args) {
+  const Query& query = args.query;
+  storage::ListOptions options;
+  const std::string area = query.get("area");
+  if (area == "ac") {
+    options.area = Area::kAction;
+  } else if (area == "cas") {
+    options.area = Area::kCas;
+  } else if (!area.empty()) {
+    return error(req, http::status::bad_request, "area must be ac or cas");
+  }
+  options.prefix = query.get("prefix");
+  std::size_t limit = 1000;
+  if (const std::string l = query.get("limit"); !l.empty()) {
+    const auto [ptr, ec] = std::from_chars(l.data(), l.data() + l.size(), limit);
+    if (ec != std::errc() || ptr != l.data() + l.size()) {
+      return error(req, http::status::bad_request, "limit must be a non-negative integer");
+    }
+  }
+  const std::string sort = query.get("sort", "last_access");
+  if (sort != "size" && sort != "last_access" && sort != "created" && sort != "key" &&
+      sort != "hits") {
+    return error(req, http::status::bad_request,
+                 "sort must be size, last_access, hits, created or key");
+  }
+  auto listed = store_.list(options);
+  if (!listed) {
+    return store_error(req, listed.error());
+  }
+  auto& items = *listed;
+  std::sort(items.begin(), items.end(),
+            [&](const storage::ObjectInfo& a, const storage::ObjectInfo& b) {
+              if (sort == "size") {
+                return a.size > b.size;
+              }
+              if (sort == "created") {
+                return a.created_ms > b.created_ms;
+              }
+              if (sort == "key") {
+                return a.key < b.key;
+              }
+              if (sort == "hits") {
+                return a.hits > b.hits;
+              }
+              return a.last_access_ms > b.last_access_ms;
+            });
+  json out = json::array();
+  for (std::size_t i = 0; i < items.size() && i < limit; ++i) {
+    out.push_back(info_json(items[i]));
+  }
+  return json_response(req, http::status::ok,
+                       json{{"entries", std::move(out)}, {"total", items.size()}});
+}
+
+Response RequestHandler::entry(const Request& req, const RouteArgs& args) {
+  const std::string_view key = args.param;
+  if (!wire::is_valid_action_key(key)) {
+    return error(req, http::status::bad_request, "invalid action key");
+  }
+  auto record = artifacts_.get_record(key);
+  if (!record) {
+    return store_error(req, record.error());
+  }
+  if (!record->has_value()) {
+    return error(req, http::status::not_found, "no action record for " + std::string(key));
+  }
+  json doc = json::parse(storage::record_to_json(**record));
+  storage::ListOptions options;
+  options.area = Area::kAction;
+  options.prefix = std::string(key);
+  if (auto listed = store_.list(options)) {
+    for (const storage::ObjectInfo& info : *listed) {
+      if (info.key == key) {
+        doc["storage"] = info_json(info);
+      }
+    }
+  }
+  return json_response(req, http::status::ok, doc);
+}
+
+Response RequestHandler::stats(const Request& req, const RouteArgs& /*args*/) {
+  json tiers = json::array();
+  for (const TierView& tier : tiers_) {
+    const storage::CounterSnapshot c = tier.store->counters();
+    tiers.push_back({{"name", tier.name},
+                     {"hits", c.hits},
+                     {"misses", c.misses},
+                     {"errors", c.errors},
+                     {"corrupt", c.corrupt},
+                     {"evictions", c.evictions},
+                     {"puts", c.puts},
+                     {"bytes_read", c.bytes_read},
+                     {"bytes_written", c.bytes_written},
+                     {"backfills", c.backfills},
+                     {"rejected", c.rejected}});
+  }
+  const storage::CounterSnapshot total = store_.counters();
+  return json_response(
+      req, http::status::ok,
+      json{{"uptime_s",
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count()},
+           {"hits", total.hits},
+           {"misses", total.misses},
+           {"errors", total.errors},
+           {"tiers", std::move(tiers)}});
+}
+
+Response RequestHandler::verify(const Request& req, const RouteArgs& args) {
+  const std::string area = args.query.get("area");
+  if (area != "ac" && area != "cas") {
+    return error(req, http::status::bad_request, "area must be ac or cas");
+  }
+  storage::VerifyOptions options;
+  options.area = area == "ac" ? Area::kAction : Area::kCas;
+  options.prefix = args.query.get("prefix");
+  options.repair = args.query.get("repair") == "1" || args.query.get("repair") == "true";
+  auto report = storage::verify_entries(store_, options);
+  if (!report) {
+    return store_error(req, report.error());
+  }
+  json problems = json::array();
+  for (const storage::VerifyProblem& p : report->problems) {
+    problems.push_back({{"key", p.key}, {"problem", p.problem}});
+  }
+  return json_response(req, http::status::ok,
+                       json{{"area", area},
+                            {"checked", report->checked},
+                            {"problems", std::move(problems)},
+                            {"repaired", report->repaired}});
+}
+
+Response RequestHandler::gc(const Request& req, const RouteArgs& args) {
+  const std::string max = args.query.get("max_size");
+  std::uint64_t max_size = 0;
+  const auto [ptr, ec] = std::from_chars(max.data(), max.data() + max.size(), max_size);
+  if (max.empty() || ec != std::errc() || ptr != max.data() + max.size()) {
+    return error(req, http::status::bad_request, "max_size must be a number of bytes");
+  }
+  auto report = storage::collect_garbage(store_, max_size);
+  if (!report) {
+    return store_error(req, report.error());
+  }
+  return json_response(req, http::status::ok,
+                       json{{"before_bytes", report->before_bytes},
+                            {"after_bytes", report->after_bytes},
+                            {"removed_entries", report->removed_entries},
+                            {"removed_bytes", report->removed_bytes}});
+}
+
+} // namespace kcache::service

@@ -1,0 +1,226 @@
+// The storage routes of RequestHandler: action records, CAS blobs, artifacts
+// (record + files in one body) and batch gets.
+
+#include "responses.h"
+
+#include <kcache/cachekey/json_text.h>
+#include <kcache/cachekey/key_manifest.h>
+#include <kcache/cachekey/sha256.h>
+#include <kcache/cachekey/wire.h>
+#include <kcache/service/request_handler.h>
+
+#include <nlohmann/json.hpp>
+
+namespace kcache::service {
+
+namespace wire = cachekey::wire;
+using nlohmann::json;
+using storage::Area;
+
+namespace {
+
+Response head_response(const Request& req, bool found) {
+  Response res{found ? http::status::ok : http::status::not_found, req.version()};
+  res.set(http::field::server, "kcached");
+  res.keep_alive(req.keep_alive());
+  res.content_length(0);
+  return res;
+}
+
+std::vector<wire::Part> artifact_parts(const storage::Artifact& artifact) {
+  std::vector<wire::Part> parts;
+  parts.reserve(artifact.files.size() + 1);
+  parts.push_back({"record", artifact.record_json});
+  for (const storage::ArtifactFile& f : artifact.files) {
+    parts.push_back({f.name, f.data});
+  }
+  return parts;
+}
+
+} // namespace
+
+Response RequestHandler::action(const Request& req, const RouteArgs& args) {
+  const std::string_view key = args.param;
+  if (!wire::is_valid_action_key(key)) {
+    return error(req, http::status::bad_request,
+                 "invalid action key (1-512 characters of [A-Za-z0-9._:+=-])");
+  }
+  switch (req.method()) {
+  case http::verb::head: {
+    auto found = store_.contains(Area::kAction, key);
+    return found ? head_response(req, *found) : store_error(req, found.error());
+  }
+  case http::verb::get: {
+    auto record = artifacts_.get_record(key);
+    if (!record) {
+      return store_error(req, record.error());
+    }
+    if (!record->has_value()) {
+      return error(req, http::status::not_found, "no action record for " + std::string(key));
+    }
+    return make(req, http::status::ok, storage::record_to_json(**record), wire::kJsonContentType);
+  }
+  case http::verb::put: {
+    auto record = storage::record_from_json(req.body());
+    if (!record) {
+      return error(req, http::status::bad_request, record.error().message);
+    }
+    if (record->key != key) {
+      return error(req, http::status::bad_request, "the record's key differs from the URL's");
+    }
+    json missing = json::array();
+    for (const storage::OutputRef& out : record->outputs) {
+      auto present = store_.contains(Area::kCas, out.digest);
+      if (!present) {
+        return store_error(req, present.error());
+      }
+      if (!*present) {
+        missing.push_back(out.digest);
+      }
+    }
+    if (!missing.empty()) {
+      // As in Bazel's REAPI: an action result may only name blobs that exist.
+      return json_response(req, http::status::conflict,
+                           json{{"error", "the record names blobs missing from the CAS"},
+                                {"missing", std::move(missing)}});
+    }
+    if (record->created_ms == 0) {
+      record->created_ms = storage::unix_now_ms();
+    }
+    if (auto ok = store_.put(Area::kAction, key, storage::record_to_json(*record)); !ok) {
+      return store_error(req, ok.error());
+    }
+    return json_response(req, http::status::created, json{{"key", key}});
+  }
+  default: { // DELETE
+    if (auto ok = store_.remove(Area::kAction, key); !ok) {
+      return store_error(req, ok.error());
+    }
+    return json_response(req, http::status::ok, json{{"deleted", key}});
+  }
+  }
+}
+
+Response RequestHandler::cas(const Request& req, const RouteArgs& args) {
+  const std::string_view digest = args.param;
+  if (!wire::is_valid_cas_key(digest)) {
+    return error(req, http::status::bad_request, "a CAS key is 64 lowercase hex digits (sha256)");
+  }
+  switch (req.method()) {
+  case http::verb::head: {
+    auto found = store_.contains(Area::kCas, digest);
+    return found ? head_response(req, *found) : store_error(req, found.error());
+  }
+  case http::verb::get: {
+    auto blob = store_.get(Area::kCas, digest);
+    if (!blob) {
+      return store_error(req, blob.error());
+    }
+    if (!blob->has_value()) {
+      return error(req, http::status::not_found, "no blob " + std::string(digest));
+    }
+    return make(req, http::status::ok, std::move(**blob), wire::kBytesContentType);
+  }
+  case http::verb::put: {
+    const std::string actual = cachekey::to_hex(cachekey::Sha256::of(req.body()));
+    if (actual != digest) {
+      return error(req, http::status::bad_request,
+                   "body hashes to " + actual + ", not to the URL's digest");
+    }
+    if (auto ok = store_.put(Area::kCas, digest, req.body()); !ok) {
+      return store_error(req, ok.error());
+    }
+    return json_response(req, http::status::created, json{{"digest", digest}});
+  }
+  default: {
+    if (auto ok = store_.remove(Area::kCas, digest); !ok) {
+      return store_error(req, ok.error());
+    }
+    return json_response(req, http::status::ok, json{{"deleted", digest}});
+  }
+  }
+}
+
+Response RequestHandler::artifact(const Request& req, const RouteArgs& args) {
+  const std::string_view key = args.param;
+  if (!wire::is_valid_action_key(key)) {
+    return error(req, http::status::bad_request,
+                 "invalid action key (1-512 characters of [A-Za-z0-9._:+=-])");
+  }
+  if (req.method() == http::verb::get) {
+    auto found = artifacts_.get(key);
+    if (!found) {
+      return store_error(req, found.error());
+    }
+    if (!found->has_value()) {
+      return error(req, http::status::not_found, "no artifact for " + std::string(key));
+    }
+    return make(req, http::status::ok, wire::encode_parts(artifact_parts(**found)),
+                wire::kPartsContentType);
+  }
+  auto parts = wire::decode_parts(req.body());
+  if (!parts) {
+    return error(req, http::status::bad_request, parts.error());
+  }
+  if (parts->empty() || parts->front().name != "record") {
+    return error(req, http::status::bad_request, "the first part must be the \"record\"");
+  }
+  const json head = json::parse(parts->front().data, nullptr, /*allow_exceptions=*/false);
+  if (head.is_discarded() || !head.is_object()) {
+    return error(req, http::status::bad_request, "the record part is not a JSON object");
+  }
+  storage::ActionRecord record;
+  record.key = std::string(key);
+  if (head.contains("producer") && head["producer"].is_string()) {
+    record.producer = head["producer"].get<std::string>();
+  }
+  if (head.contains("metadata") && head["metadata"].is_object()) {
+    for (const auto& [k, v] : head["metadata"].items()) {
+      record.metadata[k] = v.is_string() ? v.get<std::string>() : v.dump();
+    }
+  }
+  if (head.contains("manifest") && !head["manifest"].is_null()) {
+    auto manifest = cachekey::manifest_from_json(head["manifest"].dump());
+    if (!manifest) {
+      return error(req, http::status::bad_request, manifest.error().message);
+    }
+    record.manifest = std::move(*manifest);
+  }
+  std::vector<storage::ArtifactFile> files;
+  for (std::size_t i = 1; i < parts->size(); ++i) {
+    files.push_back({std::move((*parts)[i].name), std::move((*parts)[i].data)});
+  }
+  auto stored = artifacts_.put(std::move(record), std::move(files));
+  if (!stored) {
+    return stored.error().code == storage::StoreError::Code::kInvalidArgument
+               ? error(req, http::status::bad_request, stored.error().message)
+               : store_error(req, stored.error());
+  }
+  return make(req, http::status::created, storage::record_to_json(*stored), wire::kJsonContentType);
+}
+
+Response RequestHandler::batch_get(const Request& req, const RouteArgs& /*args*/) {
+  const json doc = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("keys") || !doc["keys"].is_array()) {
+    return error(req, http::status::bad_request, "expected {\"keys\": [...]}");
+  }
+  if (doc["keys"].size() > kMaxBatchKeys) {
+    return error(req, http::status::payload_too_large,
+                 "at most " + std::to_string(kMaxBatchKeys) + " keys per batch");
+  }
+  std::vector<wire::Part> out;
+  for (const json& k : doc["keys"]) {
+    if (!k.is_string() || !wire::is_valid_action_key(k.get_ref<const std::string&>())) {
+      return error(req, http::status::bad_request,
+                   "invalid key in batch: " + cachekey::json_text(k));
+    }
+    const auto& key = k.get_ref<const std::string&>();
+    auto found = artifacts_.get(key);
+    // A tier that cannot answer is a miss here: one bad key must not fail the batch.
+    out.push_back({key, found && found->has_value() ? wire::encode_parts(artifact_parts(**found))
+                                                    : std::string()});
+  }
+  return make(req, http::status::ok, wire::encode_parts(out), wire::kPartsContentType);
+}
+
+} // namespace kcache::service
