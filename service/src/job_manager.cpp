@@ -1,9 +1,5 @@
 #include <kcache/cachekey/hardware.h>
-#include <kcache/cachekey/sha256.h>
-#include <kcache/cachekey/wire.h>
 #include <kcache/compiler/diagnostics.h>
-#include <kcache/compiler/spec_check.h>
-#include <kcache/service/enum_names.h>
 #include <kcache/service/job_manager.h>
 #include <kcache/service/job_queue_local.h>
 
@@ -18,16 +14,6 @@ using compiler::CompileError;
 
 namespace {
 
-constexpr EnumNames<SubmitStatus, 8>
-    kSubmitStatuses({{{SubmitStatus::kQueued, "queued"},
-                      {SubmitStatus::kJoined, "joined"},
-                      {SubmitStatus::kCached, "cached"},
-                      {SubmitStatus::kFailedRecently, "failed-recently"},
-                      {SubmitStatus::kBusy, "busy"},
-                      {SubmitStatus::kInvalid, "invalid"},
-                      {SubmitStatus::kUnavailable, "unavailable"},
-                      {SubmitStatus::kStoreError, "store-error"}}});
-
 std::int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -37,11 +23,6 @@ std::int64_t now_ms() {
 // Cut at a line or character boundary: the log stays valid UTF-8.
 std::string tail(const std::string& s, std::size_t n = 8000) {
   return compiler::log_tail(s, n);
-}
-
-// Hashed once per job, outside the manager's lock: a spec may be large.
-std::string spec_digest(const std::string& spec_json) {
-  return cachekey::to_hex(cachekey::Sha256::of(spec_json));
 }
 
 std::string cpu_tuning_class(const JobsConfig& config) {
@@ -59,10 +40,6 @@ std::string gpu_tuning_class(const JobsConfig& config) {
 }
 
 } // namespace
-
-std::string_view submit_status_name(SubmitStatus status) {
-  return kSubmitStatuses.name(status);
-}
 
 tl::expected<std::unique_ptr<JobManager>, std::string>
 JobManager::create(const JobsConfig& config, const std::string& journal_dir, storage::Store& store,
@@ -112,7 +89,8 @@ JobManager::Metrics::Metrics(MetricsRegistry& r)
 JobManager::JobManager(PrivateTag, const JobsConfig& config, std::unique_ptr<JobRunner> runner,
                        std::unique_ptr<JobQueue> queue, storage::Store& store,
                        MetricsRegistry& metrics)
-    : config_(config), runner_(std::move(runner)), host_tuning_class_(cpu_tuning_class(config)),
+    : config_(config), runner_(std::move(runner)), intake_(*runner_),
+      host_tuning_class_(cpu_tuning_class(config)),
       host_gpu_tuning_class_(gpu_tuning_class(config)), publisher_(store), metrics_(metrics),
       queue_(std::move(queue)),
       table_(config.history,
@@ -136,7 +114,7 @@ void JobManager::recover() {
   std::size_t resumed = 0;
   std::vector<std::string> searches; // autotune jobs restart from their search
   for (Job& job : jobs) {
-    job.spec_digest = spec_digest(job.spec_json);
+    job.spec_digest = JobIntake::spec_digest(job.spec_json);
   }
   std::unique_lock lock(mu_);
   for (Job& job : jobs) {
@@ -196,87 +174,15 @@ SubmitResult JobManager::submit_uncounted(const Submission& submission) {
   if (doc.is_object() && doc.contains("autotune")) {
     return submit_autotune(submission);
   }
-  auto spec = compiler::spec_from_json(submission.spec_json);
-  if (!spec) {
-    return {SubmitStatus::kInvalid, std::nullopt, spec.error()};
+  auto compile = intake_.compile(submission);
+  if (!compile) {
+    return std::move(compile.error());
   }
-  auto prepared = prepare(*spec);
-  if (!prepared) {
-    return std::move(prepared.error());
-  }
-  auto compile_key = compile_key_of(*prepared);
-  if (!compile_key) {
-    return {SubmitStatus::kUnavailable, std::nullopt, compile_key.error()};
-  }
-  const std::string key = submission.key.empty() ? *compile_key : submission.key;
-  if (!cachekey::wire::is_valid_action_key(key)) {
-    return {SubmitStatus::kInvalid, std::nullopt, "invalid key '" + key + "'"};
-  }
-  if (auto cached = lookup_cached(key, *compile_key)) {
+  if (auto cached = lookup_cached(compile->key, compile->job.compile_key)) {
     return std::move(*cached);
   }
-  // The job keeps the prepared spec: the worker compiles what the key names.
-  Job job =
-      compile_job(*prepared, *compile_key, compiler::spec_to_json(*prepared), submission.priority);
   std::lock_guard lock(mu_);
-  return admit_locked(std::move(job), key, /*queue_now=*/true, /*force=*/false);
-}
-
-tl::expected<compiler::CompileSpec, SubmitResult>
-JobManager::prepare(compiler::CompileSpec spec) const {
-  const auto toolchain = runner_->toolchains().find(spec.backend);
-  if (toolchain == runner_->toolchains().end()) {
-    return tl::unexpected(SubmitResult{SubmitStatus::kUnavailable, std::nullopt,
-                                       "the " + std::string(compiler::backend_name(spec.backend)) +
-                                           " backend is not built into " + runner_->name()});
-  }
-  // "native" is this host's CPU: keyed by its name and features as the
-  // worker's LLVM sees them, so no other host's build answers for it.
-  if (spec.target == "native" &&
-      (spec.backend == compiler::Backend::kCpp || spec.backend == compiler::Backend::kLlvmIr)) {
-    const auto& host = runner_->host_target();
-    if (!host) {
-      return tl::unexpected(SubmitResult{SubmitStatus::kInvalid, std::nullopt,
-                                         "target 'native': this kcached could not read its "
-                                         "host's CPU from kcache-worker; name a CPU instead"});
-    }
-    spec.target = host->cpu;
-    if (!host->features.empty()) {
-      spec.options.push_back("-mattr=" + host->features);
-    }
-  }
-  auto prepared = compiler::prepare_spec(spec, &toolchain->second);
-  if (!prepared) {
-    return tl::unexpected(SubmitResult{SubmitStatus::kInvalid, std::nullopt, prepared.error()});
-  }
-  return std::move(*prepared);
-}
-
-tl::expected<std::string, std::string>
-JobManager::compile_key_of(const compiler::CompileSpec& spec) const {
-  const auto toolchain = runner_->toolchains().find(spec.backend);
-  if (toolchain == runner_->toolchains().end()) {
-    return tl::unexpected("the " + std::string(compiler::backend_name(spec.backend)) +
-                          " backend is not built into " + runner_->name());
-  }
-  return "kcc-" + cachekey::to_hex(compiler::compile_key(spec, toolchain->second));
-}
-
-Job JobManager::compile_job(const compiler::CompileSpec& spec, const std::string& compile_key,
-                            std::string spec_json, int priority) {
-  Job job;
-  job.id = new_job_id();
-  job.compile_key = compile_key;
-  job.keys = {compile_key};
-  job.spec_json = std::move(spec_json);
-  job.spec_digest = spec_digest(job.spec_json);
-  job.backend = compiler::backend_name(spec.backend);
-  job.target = spec.target;
-  job.entry = spec.name_expressions.empty() ? spec.source.name : spec.name_expressions.front();
-  job.output = compiler::output_name(spec.output);
-  job.priority = priority;
-  job.submitted_ms = now_ms();
-  return job;
+  return admit_locked(std::move(compile->job), compile->key, /*queue_now=*/true, /*force=*/false);
 }
 
 SubmitResult JobManager::admit_locked(Job job, const std::string& key, bool queue_now, bool force) {

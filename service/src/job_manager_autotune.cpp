@@ -24,11 +24,11 @@ SubmitResult JobManager::submit_autotune(const Submission& submission) {
   if (!parsed) {
     return {SubmitStatus::kInvalid, std::nullopt, parsed.error()};
   }
-  auto base = prepare(parsed->base);
+  auto base = intake_.prepare(parsed->base);
   if (!base) {
     return std::move(base.error());
   }
-  auto template_key = compile_key_of(*base);
+  auto template_key = intake_.compile_key(*base);
   if (!template_key) {
     return {SubmitStatus::kUnavailable, std::nullopt, template_key.error()};
   }
@@ -57,7 +57,7 @@ SubmitResult JobManager::submit_autotune(const Submission& submission) {
   if (auto cached = lookup_cached(key, search_key)) {
     return std::move(*cached);
   }
-  Job job = compile_job(parsed->base, search_key, submission.spec_json, submission.priority);
+  Job job = JobIntake::job(parsed->base, search_key, submission.spec_json, submission.priority);
   job.kind = JobKind::kAutotune;
   job.tuning_class = tuning_class;
   job.progress_total = 2 * parsed->space.variants.size();
@@ -91,12 +91,12 @@ void JobManager::begin_autotune(const std::string& id) {
     std::vector<compiler::Variant> all = parsed->space.variants;
     all.push_back({parsed->search.benchmark.reference, "reference"});
     for (const compiler::Variant& v : all) {
-      auto spec = prepare(compiler::variant_spec(parsed->base, v));
+      auto spec = intake_.prepare(compiler::variant_spec(parsed->base, v));
       if (!spec) {
         error = spec.error().message;
         break;
       }
-      auto key = compile_key_of(*spec);
+      auto key = intake_.compile_key(*spec);
       if (!key) {
         error = key.error();
         break;
@@ -133,7 +133,7 @@ void JobManager::begin_autotune(const std::string& id) {
           job.progress_done += i + 1 < compiles.size() ? 1 : 0;
           continue;
         }
-        Job child = compile_job(spec, key, compiler::spec_to_json(spec), priority);
+        Job child = JobIntake::job(spec, key, compiler::spec_to_json(spec), priority);
         child.parents = {id};
         SubmitResult r = admit_locked(std::move(child), key, /*queue_now=*/true, /*force=*/true);
         if (r.status == SubmitStatus::kQueued || r.status == SubmitStatus::kJoined) {

@@ -1,6 +1,7 @@
 #pragma once
 // Compile jobs. JobManager is the coordinator: it checks and keys a
 // submission, then moves jobs between its parts under one lock:
+//   JobIntake            a submitted spec checked and keyed
 //   JobTable             every job; single-flight, negative cache, history
 //   JobQueue             the waiting order and the durable records
 //                        (LocalJobQueue: in memory + the RocksDB journal)
@@ -17,6 +18,7 @@
 #include <kcache/service/deadline_waiters.h>
 #include <kcache/service/job.h>
 #include <kcache/service/job_autotune.h>
+#include <kcache/service/job_intake.h>
 #include <kcache/service/job_publisher.h>
 #include <kcache/service/job_queue.h>
 #include <kcache/service/job_runner.h>
@@ -36,31 +38,6 @@
 #include <vector>
 
 namespace kcache::service {
-
-struct Submission {
-  std::string key;       // the client's key; "" publishes under the compile key only
-  std::string spec_json; // a CompileSpec; with an "autotune" member, a search
-  int priority = 0;
-  std::string tuning_class; // autotune: must be this node's, if given
-};
-
-enum class SubmitStatus {
-  kQueued,         // a new job
-  kJoined,         // the same compile was already queued or running: one job for both
-  kCached,         // the artifact exists already: nothing to compile
-  kFailedRecently, // the same compile failed within the negative-cache TTL
-  kBusy,           // the queue is full: retry later
-  kInvalid,        // the spec or the key is malformed
-  kUnavailable,    // no worker, a backend not built into the worker, or shutting down
-  kStoreError,     // the store or the journal failed
-};
-std::string_view submit_status_name(SubmitStatus status);
-
-struct SubmitResult {
-  SubmitStatus status = SubmitStatus::kInvalid;
-  std::optional<Job> job;
-  std::string message;
-};
 
 struct JobCounts {
   std::size_t queued = 0, running = 0, finished = 0;
@@ -122,15 +99,9 @@ private:
 
   void recover();
   SubmitResult submit_uncounted(const Submission& submission);
-  tl::expected<std::string, std::string> compile_key_of(const compiler::CompileSpec& spec) const;
-  static Job compile_job(const compiler::CompileSpec& spec, const std::string& compile_key,
-                         std::string spec_json, int priority);
   // Under mu_: the negative cache, single-flight (joining adds the key and the
   // parents), the queue's bound unless `force`, the journal, the queue.
   SubmitResult admit_locked(Job job, const std::string& key, bool queue_now, bool force);
-  // The spec a job compiles: checked hermetic and canonical (spec_check.h),
-  // "native" resolved to this host's CPU; or why it is refused.
-  tl::expected<compiler::CompileSpec, SubmitResult> prepare(compiler::CompileSpec spec) const;
   std::optional<SubmitResult> lookup_cached(const std::string& key, const std::string& compile_key);
 
   // Autotune glue (job_manager_autotune.cpp) around autotune_.
@@ -158,6 +129,7 @@ private:
 
   const JobsConfig config_;
   const std::unique_ptr<JobRunner> runner_;
+  const JobIntake intake_;                  // over *runner_
   const std::string host_tuning_class_;     // this host's CPU, for CPU autotune
   const std::string host_gpu_tuning_class_; // its first GPU; "" without one
   JobPublisher publisher_;
