@@ -1,5 +1,4 @@
 #include <kcache/cachekey/hardware.h>
-#include <kcache/compiler/diagnostics.h>
 #include <kcache/service/job_manager.h>
 #include <kcache/service/job_queue_local.h>
 
@@ -10,19 +9,12 @@
 
 namespace kcache::service {
 
-using compiler::CompileError;
-
 namespace {
 
 std::int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// Cut at a line or character boundary: the log stays valid UTF-8.
-std::string tail(const std::string& s, std::size_t n = 8000) {
-  return compiler::log_tail(s, n);
 }
 
 std::string cpu_tuning_class(const JobsConfig& config) {
@@ -332,116 +324,6 @@ void JobManager::shutdown() {
   housekeeper_.request_stop();
   if (housekeeper_.joinable()) {
     housekeeper_.join();
-  }
-}
-
-std::optional<std::string> JobManager::take_next() {
-  std::lock_guard lock(mu_);
-  if (stopping_) {
-    return std::nullopt;
-  }
-  return queue_->pop();
-}
-
-void JobManager::run_job(const std::string& id) {
-  std::stop_source cancel;
-  bool autotune = false;
-  {
-    std::lock_guard lock(mu_);
-    Job& job = *table_.find(id);
-    autotune = job.kind == JobKind::kAutotune;
-    if (autotune) {
-      if (is_finished(job.state) || !autotune_.contains(id)) {
-        return; // cancelled between leaving the queue and reaching this thread
-      }
-    } else {
-      job.state = JobState::kRunning;
-      job.started_ms = now_ms();
-      ++job.attempts;
-      journal_locked(job);
-      metrics_.queue_seconds.observe(static_cast<double>(job.started_ms - job.submitted_ms) /
-                                     1000.0);
-    }
-    running_.emplace(id, cancel);
-  }
-  if (autotune) {
-    run_autotune(id, cancel.get_token());
-  } else {
-    run_compile(id, cancel.get_token());
-  }
-}
-
-void JobManager::run_compile(const std::string& id, const std::stop_token& cancel) {
-  JobPublisher::CompileMetadata meta;
-  std::string spec_json;
-  {
-    std::lock_guard lock(mu_);
-    const Job& job = *table_.find(id);
-    spec_json = job.spec_json;
-    meta = {job.id, job.compile_key, job.backend, job.target, job.output, {}};
-  }
-  const auto start = Clock::now();
-  auto spec = compiler::spec_from_json(spec_json);
-  compiler::WorkerOutcome result =
-      spec ? runner_->run(*spec, cancel)
-           : compiler::WorkerOutcome{
-                 tl::unexpected(CompileError{CompileError::Code::kInvalidSpec, spec.error(), {}}),
-                 {}};
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  metrics_.compile_seconds.observe(seconds);
-
-  std::string publish_error;
-  if (result.outcome) {
-    // The record names the toolchain the key was computed with.
-    const auto keyed = runner_->toolchains().find(spec->backend);
-    meta.toolchain =
-        keyed != runner_->toolchains().end() ? keyed->second.components() : result.toolchain;
-    auto published = publisher_.publish_compile(*result.outcome, meta, [&] {
-      std::lock_guard lock(mu_); // submissions joining meanwhile add keys
-      return table_.find(id)->keys;
-    });
-    if (!published) {
-      publish_error = published.error();
-    }
-    metrics_.ok.inc();
-  } else if (result.outcome.error().code == CompileError::Code::kCancelled) {
-    metrics_.cancelled.inc();
-  } else {
-    metrics_.failed.inc();
-  }
-
-  Callbacks callbacks;
-  {
-    std::lock_guard lock(mu_);
-    running_.erase(id);
-    Job& job = *table_.find(id);
-    job.compile_ms = static_cast<std::int64_t>(seconds * 1000);
-    if (result.outcome) {
-      job.output_size = result.outcome->binary.size();
-      job.log = tail(result.outcome->log);
-      if (publish_error.empty()) {
-        callbacks = finish_locked(job, JobState::kSucceeded).callbacks;
-      } else {
-        job.error_code = JobError::kStore;
-        job.error_message = "the compile succeeded but storing it failed: " + publish_error;
-        callbacks = finish_locked(job, JobState::kFailed).callbacks;
-      }
-    } else if (result.outcome.error().code == CompileError::Code::kCancelled && stopping_) {
-      // Shutdown, not the user: the journal keeps it queued for the restart.
-      job.state = JobState::kQueued;
-      journal_locked(job);
-    } else {
-      const CompileError& e = result.outcome.error();
-      job.error_code = job_error_of(e.code);
-      job.error_message = e.message;
-      job.log = tail(e.log);
-      callbacks = finish_locked(job, e.code == CompileError::Code::kCancelled ? JobState::kCancelled
-                                                                              : JobState::kFailed)
-                      .callbacks;
-    }
-  }
-  for (auto& [done, job] : callbacks) {
-    done(std::move(job));
   }
 }
 

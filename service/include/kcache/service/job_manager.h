@@ -111,7 +111,8 @@ private:
   void begin_autotune(const std::string& id);
   void run_autotune(const std::string& id, const std::stop_token& cancel);
 
-  // The worker pool's two halves: under mu_, the next job; then running it.
+  // The worker side (job_manager_run.cpp): under mu_, the next job for the
+  // pool; then running it.
   std::optional<std::string> take_next();
   void run_job(const std::string& id);
   void run_compile(const std::string& id, const std::stop_token& cancel);
