@@ -10,6 +10,9 @@ void CountingStore::count_error(const StoreError& error) {
   } else if (error.code != StoreError::Code::kTooLarge) {
     errors_.add();
   }
+  if (error.code == StoreError::Code::kNoSpace) {
+    no_space_.add();
+  }
 }
 
 void CountingStore::count_get(const GetResult& result) {
@@ -78,6 +81,7 @@ CounterSnapshot CountingStore::counters() const {
   own.misses = misses_.load();
   own.errors = errors_.load();
   own.rejected = rejected_.load();
+  own.no_space = no_space_.load();
   own.puts = puts_.load();
   own.bytes_read = bytes_read_.load();
   own.bytes_written = bytes_written_.load();

@@ -14,7 +14,7 @@ GetResult FramedStore::verify(Area area, std::string_view key, GetResult framed)
   // A CAS key is the content's SHA-256: bind the two, so that a self-consistent
   // frame stored under another blob's name (a shared tier) is refused.
   const auto cas_digest = area == Area::kCas ? cachekey::digest_from_hex(key) : std::nullopt;
-  auto raw = decode_frame(**framed, cas_digest ? &*cas_digest : nullptr);
+  auto raw = decode_frame(**framed, cas_digest ? &*cas_digest : nullptr, options_.max_raw_size);
   if (raw) {
     return std::optional<Bytes>{std::move(*raw)};
   }
@@ -41,6 +41,13 @@ std::vector<GetResult> FramedStore::get_many(Area area, std::span<const std::str
 }
 
 Result<void> FramedStore::put(Area area, std::string_view key, std::string_view value) {
+  // What could not be read back is not written.
+  if (value.size() > options_.max_raw_size) {
+    return tl::unexpected(
+        StoreError{StoreError::Code::kTooLarge, "value of " + std::to_string(value.size()) +
+                                                    " bytes is over the store's maximum of " +
+                                                    std::to_string(options_.max_raw_size)});
+  }
   return inner_->put(area, key, encode_frame(value, options_));
 }
 

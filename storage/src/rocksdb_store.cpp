@@ -1,4 +1,6 @@
+#include "disk_space.h"
 #include "rocksdb_access_record.h"
+#include "rocksdb_disk_guard.h"
 
 #include <kcache/storage/rocksdb_store.h>
 
@@ -9,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <filesystem>
 
 namespace kcache::storage {
 
@@ -25,9 +28,29 @@ std::string index_key(Area area, std::string_view key) {
   return out;
 }
 
-StoreError io_error(const rocksdb::Status& s, std::string_view what) {
-  return StoreError{StoreError::Code::kIo, "rocksdb " + std::string(what) + ": " + s.ToString()};
+bool is_no_space(const rocksdb::Status& s) {
+  // Posix ENOSPC is IOError/kNoSpace; a background error keeps it as its subcode.
+  return s.IsNoSpace() || s.ToString().find("No space left") != std::string::npos;
 }
+
+StoreError io_error(const rocksdb::Status& s, std::string_view what) {
+  return StoreError{is_no_space(s) ? StoreError::Code::kNoSpace : StoreError::Code::kIo,
+                    "rocksdb " + std::string(what) + ": " + s.ToString()};
+}
+
+StoreError no_space(std::string message) {
+  return StoreError{StoreError::Code::kNoSpace, std::move(message)};
+}
+
+// The write-ahead log is bounded so that a memtable that fills slowly (the
+// access family) cannot keep old logs alive: RocksDB flushes instead. A
+// sixteenth of the capacity, and of the disk: a flush needs that room again.
+std::uint64_t wal_limit(const RocksDbOptions& o, std::uint64_t disk_size) {
+  return std::clamp<std::uint64_t>(std::min(o.capacity_bytes, disk_size) / 16, 256ULL << 10,
+                                   64ULL << 20);
+}
+
+constexpr std::uint64_t kMiB = 1ULL << 20;
 
 rocksdb::Slice slice(std::string_view s) {
   return {s.data(), s.size()};
@@ -37,6 +60,7 @@ rocksdb::Slice slice(std::string_view s) {
 struct RocksDbStore::Handles {
   std::shared_ptr<detail::OrphanTouchFilter> orphan_filter =
       std::make_shared<detail::OrphanTouchFilter>();
+  std::shared_ptr<detail::DiskGuard> guard;
   std::unique_ptr<rocksdb::DB> db;
   rocksdb::ColumnFamilyHandle* action = nullptr;
   rocksdb::ColumnFamilyHandle* cas = nullptr;
@@ -58,11 +82,32 @@ struct RocksDbStore::Handles {
 
 Result<std::unique_ptr<RocksDbStore>> RocksDbStore::open(const RocksDbOptions& options) {
   auto handles = std::make_unique<Handles>();
+  std::error_code ec;
+  std::filesystem::create_directories(options.path, ec);
+  if (ec) {
+    return tl::unexpected(
+        StoreError{StoreError::Code::kIo, "rocksdb open " + options.path + ": " + ec.message()});
+  }
+  const std::uint64_t disk_size = detail::disk_size_bytes(options.path).value_or(UINT64_MAX);
+  const std::uint64_t max_wal = wal_limit(options, disk_size);
+  // By default the reserve covers flushing everything the WAL may hold.
+  const std::uint64_t reserve = options.reserved_disk_bytes != 0
+                                    ? options.reserved_disk_bytes
+                                    : std::min<std::uint64_t>(max_wal + kMiB, disk_size / 8);
+  handles->guard = std::make_shared<detail::DiskGuard>(options.path, reserve);
+  // Recovery may need the reserve's room; it is taken again once open.
+  handles->guard->release_reserve("at start-up");
 
   rocksdb::Options db_options;
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
   db_options.IncreaseParallelism(2);
+  db_options.max_total_wal_size = max_wal;
+  db_options.listeners.push_back(handles->guard);
+  // The info log lives in the data directory and counts against its disk.
+  db_options.max_log_file_size = 1ULL << 20;
+  db_options.keep_log_file_num = 2;
+  const std::uint64_t write_buffer = max_wal / 2;
 
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
@@ -74,22 +119,59 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::open(const RocksDbOptions& o
   values.enable_blob_files = true;
   values.min_blob_size = options.min_blob_size;
   values.blob_compression_type = rocksdb::kNoCompression;
-  values.enable_blob_garbage_collection = true;
+  // No blob garbage collection in compactions: it rewrites live values,
+  // needing as much free space again at moments admission cannot foresee
+  // (RocksDB then met ENOSPC). A blob file goes once none of its values is
+  // referenced; small files (one memtable's worth) make that come soon under
+  // LRU eviction.
+  values.enable_blob_garbage_collection = false;
+  values.blob_file_size = write_buffer;
+  values.write_buffer_size = write_buffer;
   values.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
 
   rocksdb::ColumnFamilyOptions access;
   access.merge_operator = std::make_shared<detail::AccessMergeOperator>();
   access.compaction_filter = handles->orphan_filter.get();
   access.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  access.write_buffer_size = write_buffer;
+  rocksdb::ColumnFamilyOptions unused;
+  unused.write_buffer_size = write_buffer;
 
   const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+      {rocksdb::kDefaultColumnFamilyName, unused},
       {kActionFamily, values},
       {kCasFamily, values},
       {kAccessFamily, access}};
   rocksdb::DB* raw = nullptr;
-  const rocksdb::Status s = rocksdb::DB::Open(rocksdb::DBOptions(db_options), options.path,
-                                              families, &handles->all, &raw);
+  // Recovery replays the WAL into memtables and flushes them: as much room
+  // again as the WAL takes, plus the reserve. Without it, RocksDB would meet
+  // ENOSPC mid-recovery; opened read-only, the data is still served.
+  const std::optional<std::uint64_t> free = detail::free_disk_bytes(options.path);
+  const std::uint64_t wal = detail::directory_bytes(options.path).wal;
+  const std::uint64_t needed = wal + handles->guard->reserve_bytes();
+  rocksdb::Status s;
+  bool read_only = free && *free < needed;
+  if (read_only && !std::filesystem::exists(std::filesystem::path(options.path) / "CURRENT")) {
+    return tl::unexpected(no_space("rocksdb store at " + options.path + ": disk full (" +
+                                   std::to_string(*free) + " bytes free), cannot create it"));
+  }
+  std::string why =
+      read_only ? std::to_string(*free) + " bytes free, recovery needs " + std::to_string(needed)
+                : std::string();
+  if (!read_only) {
+    s = rocksdb::DB::Open(rocksdb::DBOptions(db_options), options.path, families, &handles->all,
+                          &raw);
+    read_only = is_no_space(s);
+    why = s.ToString();
+  }
+  if (read_only) {
+    spdlog::error("rocksdb store at {}: the disk is full ({}); serving reads only, writes are "
+                  "refused (507) until kcached restarts with free space",
+                  options.path, why);
+    handles->all.clear();
+    s = rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(db_options), options.path, families,
+                                     &handles->all, &raw);
+  }
   if (!s.ok()) {
     return tl::unexpected(io_error(s, "open " + options.path));
   }
@@ -98,7 +180,10 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::open(const RocksDbOptions& o
   handles->cas = handles->all[2];
   handles->access = handles->all[3];
 
-  auto store = std::make_unique<RocksDbStore>(OpenKey{}, options, std::move(handles));
+  if (!read_only) {
+    handles->guard->hold_reserve(detail::free_disk_bytes(options.path).value_or(0));
+  }
+  auto store = std::make_unique<RocksDbStore>(OpenKey{}, options, std::move(handles), read_only);
   // Recover the size bound's running total from the metadata family.
   std::unique_ptr<rocksdb::Iterator> it(
       store->handles_->db->NewIterator(rocksdb::ReadOptions(), store->handles_->access));
@@ -109,14 +194,15 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::open(const RocksDbOptions& o
     }
   }
   store->total_bytes_ = total;
-  spdlog::info("rocksdb store at {}: {} bytes in use of {}", options.path, total,
-               options.capacity_bytes);
+  store->wal_bytes_ = detail::directory_bytes(options.path).wal;
+  spdlog::info("rocksdb store at {}: {} bytes in use (and {} of WAL) of {}", options.path, total,
+               store->wal_bytes_.load(), options.capacity_bytes);
   return store;
 }
 
 RocksDbStore::RocksDbStore(OpenKey /*key*/, RocksDbOptions options,
-                           std::unique_ptr<Handles> handles)
-    : options_(std::move(options)), handles_(std::move(handles)) {}
+                           std::unique_ptr<Handles> handles, bool read_only)
+    : options_(std::move(options)), handles_(std::move(handles)), read_only_(read_only) {}
 
 RocksDbStore::~RocksDbStore() {
   if (auto ok = flush_access_times(); !ok) {
@@ -183,7 +269,74 @@ std::vector<GetResult> RocksDbStore::get_many(Area area, std::span<const std::st
   return out;
 }
 
+void RocksDbStore::note_no_space(const std::string& why) {
+  if (!out_of_space_.exchange(true)) {
+    spdlog::error("rocksdb store at {}: out of disk space, writes are refused (answered 507) "
+                  "while reads go on: {}",
+                  options_.path, why);
+  }
+}
+
+StoreError RocksDbStore::write_error(const rocksdb::Status& s, std::string_view what) {
+  StoreError error = io_error(s, what);
+  if (error.code == StoreError::Code::kNoSpace) {
+    needs_resume_ = true;
+    note_no_space(error.message);
+  }
+  return error;
+}
+
+Result<void> RocksDbStore::admit(std::uint64_t bytes) {
+  if (read_only_) {
+    return tl::unexpected(no_space("rocksdb store opened read-only: the disk was full at start"));
+  }
+  detail::DiskGuard& guard = *handles_->guard;
+  std::optional<std::uint64_t> free = detail::free_disk_bytes(options_.path);
+  if (!free) {
+    return {};
+  }
+  if (!guard.holding() && guard.hold_reserve(*free)) {
+    free = detail::free_disk_bytes(options_.path);
+  }
+  // The value goes to the WAL now and to a blob file when its memtable is
+  // flushed, as does everything unflushed already; the reserve must stand.
+  auto needed = [&](std::uint64_t unflushed) {
+    return 2 * bytes + unflushed + (guard.holding() ? 0 : guard.reserve_bytes());
+  };
+  std::uint64_t unflushed = 0;
+  handles_->db->GetAggregatedIntProperty(rocksdb::DB::Properties::kCurSizeAllMemTables, &unflushed);
+  if (*free < needed(unflushed) && unflushed > 0 && *free > unflushed + kMiB) {
+    // Flushing turns the WAL into blob files: the same bytes, once.
+    if (auto ok = flush(); ok) {
+      free = detail::free_disk_bytes(options_.path).value_or(0);
+      handles_->db->GetAggregatedIntProperty(rocksdb::DB::Properties::kCurSizeAllMemTables,
+                                             &unflushed);
+    }
+  }
+  if (*free < needed(unflushed)) {
+    note_no_space(std::to_string(*free) + " bytes free, a put of " + std::to_string(bytes) +
+                  " needs " + std::to_string(needed(unflushed)));
+    return tl::unexpected(no_space("rocksdb store: disk full (" + std::to_string(*free) +
+                                   " bytes free, " + std::to_string(needed(unflushed)) +
+                                   " needed)"));
+  }
+  if (needs_resume_.exchange(false) || guard.take_background_error()) {
+    if (auto s = handles_->db->Resume(); !s.ok()) {
+      needs_resume_ = true;
+      return tl::unexpected(write_error(s, "resume after a full disk"));
+    }
+  }
+  if (out_of_space_.exchange(false)) {
+    spdlog::warn("rocksdb store at {}: disk space is back ({} bytes free), writes resume",
+                 options_.path, *free);
+  }
+  return {};
+}
+
 Result<void> RocksDbStore::put(Area area, std::string_view key, std::string_view value) {
+  if (auto ok = admit(value.size() + key.size()); !ok) {
+    return ok;
+  }
   {
     std::lock_guard lock(write_mu_);
     const std::string ikey = index_key(area, key);
@@ -199,7 +352,7 @@ Result<void> RocksDbStore::put(Area area, std::string_view key, std::string_view
     batch.Put(family(area), slice(key), slice(value));
     batch.Put(handles_->access, ikey, AccessRecord{value.size(), created, created, 0}.encode());
     if (auto s = handles_->db->Write(rocksdb::WriteOptions(), &batch); !s.ok()) {
-      return tl::unexpected(io_error(s, "put"));
+      return tl::unexpected(write_error(s, "put"));
     }
     total_bytes_ += value.size();
     total_bytes_ -= old_size;
@@ -222,6 +375,9 @@ Result<bool> RocksDbStore::contains(Area area, std::string_view key) {
 }
 
 Result<void> RocksDbStore::remove(Area area, std::string_view key) {
+  if (read_only_) {
+    return tl::unexpected(no_space("rocksdb store opened read-only: the disk was full at start"));
+  }
   std::lock_guard lock(write_mu_);
   const std::string ikey = index_key(area, key);
   std::string record;
@@ -235,7 +391,7 @@ Result<void> RocksDbStore::remove(Area area, std::string_view key) {
   batch.Delete(family(area), slice(key));
   batch.Delete(handles_->access, ikey);
   if (auto s = handles_->db->Write(rocksdb::WriteOptions(), &batch); !s.ok()) {
-    return tl::unexpected(io_error(s, "remove"));
+    return tl::unexpected(write_error(s, "remove"));
   }
   total_bytes_ -= std::min<std::uint64_t>(size, total_bytes_.load());
   return {};
@@ -266,7 +422,7 @@ Result<void> RocksDbStore::flush_access_times() {
     pending.swap(touched_);
     last_touch_flush_ = std::chrono::steady_clock::now();
   }
-  if (pending.empty()) {
+  if (pending.empty() || read_only_) {
     return {};
   }
   rocksdb::WriteBatch batch;
@@ -277,7 +433,7 @@ Result<void> RocksDbStore::flush_access_times() {
   rocksdb::WriteOptions write;
   write.disableWAL = true;
   if (auto s = handles_->db->Write(write, &batch); !s.ok()) {
-    return tl::unexpected(io_error(s, "flush access times"));
+    return tl::unexpected(write_error(s, "flush access times"));
   }
   return {};
 }
@@ -294,11 +450,15 @@ Result<void> RocksDbStore::flush() {
 }
 
 void RocksDbStore::maybe_evict() {
-  if (total_bytes_.load() <= options_.capacity_bytes) {
+  wal_bytes_ = detail::directory_bytes(options_.path).wal;
+  if (accounted_bytes() <= options_.capacity_bytes) {
     return;
   }
-  const auto target = static_cast<std::uint64_t>(static_cast<double>(options_.capacity_bytes) *
-                                                 options_.evict_to_fraction);
+  // The WAL is paid from the same budget: the values go down to what is left.
+  const auto fraction = static_cast<std::uint64_t>(static_cast<double>(options_.capacity_bytes) *
+                                                   options_.evict_to_fraction);
+  const std::uint64_t wal = wal_bytes_.load();
+  const std::uint64_t target = fraction > wal ? fraction - wal : 0;
   if (auto evicted = evict_to(target); !evicted) {
     spdlog::warn("rocksdb store: eviction failed: {}", evicted.error().message);
   }

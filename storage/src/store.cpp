@@ -22,6 +22,8 @@ std::string_view error_code_name(StoreError::Code code) {
     return "invalid-argument";
   case StoreError::Code::kTooLarge:
     return "too-large";
+  case StoreError::Code::kNoSpace:
+    return "no-space";
   }
   return "unknown";
 }

@@ -6,11 +6,26 @@
 
 namespace kcache::storage {
 
-TieredStore::TieredStore(std::vector<std::unique_ptr<Store>> tiers) : tiers_(std::move(tiers)) {}
+TieredStore::TieredStore(std::vector<std::unique_ptr<Store>> tiers,
+                         std::optional<std::size_t> durable_tier)
+    : tiers_(std::move(tiers)),
+      durable_(std::min(durable_tier.value_or(SIZE_MAX), tiers_.empty() ? 0 : tiers_.size() - 1)) {}
 
 void TieredStore::note_tier_error(std::size_t tier, const StoreError& error) {
   absorbed_errors_.add();
   spdlog::debug("tier {} ({}) failed: {}", tier, tiers_[tier]->name(), error.message);
+}
+
+void TieredStore::note_put_error(std::size_t tier, Area area, std::string_view key,
+                                 const StoreError& error) {
+  // A size policy is no failure; a breaker's refusal repeats its tier's outage.
+  if (error.code == StoreError::Code::kTooLarge) {
+    return;
+  }
+  absorbed_errors_.add();
+  spdlog::log(error.rejected ? spdlog::level::debug : spdlog::level::warn,
+              "tier {} ({}) failed to store {} '{}' ({}): {}", tier, tiers_[tier]->name(),
+              area_name(area), key, error_code_name(error.code), error.message);
 }
 
 void TieredStore::backfill(std::size_t below, Area area, std::string_view key,
@@ -70,20 +85,23 @@ std::vector<GetResult> TieredStore::get_many(Area area, std::span<const std::str
 }
 
 Result<void> TieredStore::put(Area area, std::string_view key, std::string_view value) {
-  std::optional<StoreError> last_error;
-  bool stored = false;
-  for (std::size_t i = 0; i < tiers_.size(); ++i) {
-    if (auto ok = tiers_[i]->put(area, key, value); ok) {
-      stored = true;
-    } else {
-      if (ok.error().code != StoreError::Code::kTooLarge) {
-        note_tier_error(i, ok.error());
-      }
-      last_error = ok.error();
-    }
+  if (tiers_.empty()) {
+    return tl::unexpected(StoreError{StoreError::Code::kUnavailable, "no storage tiers"});
   }
-  if (!stored && last_error) {
-    return tl::unexpected(*last_error);
+  if (auto ok = tiers_[durable_]->put(area, key, value); !ok) {
+    if (ok.error().code != StoreError::Code::kTooLarge) {
+      spdlog::warn("{} not stored: durable tier {} ({}) failed ({}): {}", area_name(area), durable_,
+                   tiers_[durable_]->name(), error_code_name(ok.error().code), ok.error().message);
+    }
+    return ok;
+  }
+  for (std::size_t i = 0; i < tiers_.size(); ++i) {
+    if (i == durable_) {
+      continue;
+    }
+    if (auto ok = tiers_[i]->put(area, key, value); !ok) {
+      note_put_error(i, area, key, ok.error());
+    }
   }
   return {};
 }

@@ -1,3 +1,5 @@
+#include "zstd_bound.h"
+
 #include <kcache/cachekey/sha256.h>
 #include <kcache/storage/value_frame.h>
 
@@ -62,7 +64,8 @@ Bytes encode_frame(std::string_view value, const FrameOptions& options) {
   return frame;
 }
 
-Result<Bytes> decode_frame(std::string_view frame, const cachekey::Digest* expected) {
+Result<Bytes> decode_frame(std::string_view frame, const cachekey::Digest* expected,
+                           std::uint64_t max_raw_size) {
   if (frame.size() < kFrameHeaderSize) {
     return corrupt("shorter than the frame header (" + std::to_string(frame.size()) + " bytes)");
   }
@@ -79,8 +82,9 @@ Result<Bytes> decode_frame(std::string_view frame, const cachekey::Digest* expec
     return corrupt("payload size " + std::to_string(payload_size) + " but " +
                    std::to_string(frame.size() - kFrameHeaderSize) + " bytes present");
   }
-  if (raw_size > kMaxFrameRawSize) {
-    return corrupt("raw size " + std::to_string(raw_size) + " over the limit");
+  if (raw_size > max_raw_size) {
+    return corrupt("raw size " + std::to_string(raw_size) + " over the limit of " +
+                   std::to_string(max_raw_size));
   }
   const std::string_view payload = frame.substr(kFrameHeaderSize);
   Bytes raw;
@@ -90,6 +94,16 @@ Result<Bytes> decode_frame(std::string_view frame, const cachekey::Digest* expec
     }
     raw.assign(payload);
   } else if (compression == kCompressionZstd) {
+    // Both read only zstd's headers: a frame that cannot hold raw_size bytes
+    // is refused before the buffer is allocated.
+    if (ZSTD_getFrameContentSize(payload.data(), payload.size()) != raw_size) {
+      return corrupt("zstd frame's content size is not the recorded raw size");
+    }
+    const std::optional<std::uint64_t> bound = detail::zstd_decompressed_bound(payload);
+    if (!bound || *bound < raw_size) {
+      return corrupt("zstd payload cannot decompress to the recorded raw size " +
+                     std::to_string(raw_size));
+    }
     raw.resize(raw_size);
     const std::size_t n = ZSTD_decompress(raw.data(), raw.size(), payload.data(), payload.size());
     if (ZSTD_isError(n) != 0 || n != raw_size) {

@@ -103,6 +103,24 @@ TEST_F(RedisStoreTest, TamperedValueIsAMissDeletedAndCounted) {
   EXPECT_FALSE(*raw.contains(Area::kCas, "bad"));
 }
 
+// Issue 13: one 76-byte value claiming 4 GiB - 1 took 1.8 s and 4.1 GB of RSS
+// on every node that read it.
+TEST_F(RedisStoreTest, HostileFrameIsRefusedBeforeAllocating) {
+  FramedStore framed(std::make_unique<RedisStore>(options_for(server_)));
+  RedisStore raw(options_for(server_));
+  const std::string hostile = kcache::testing::hostile_frame(0xFFFFFFFFU, 0xFFFFFFFFU);
+  ASSERT_EQ(hostile.size(), 76U);
+  ASSERT_TRUE(raw.put(Area::kAction, "hostile", hostile).has_value());
+  const auto start = Clock::now();
+  auto got = framed.get(Area::kAction, "hostile");
+  const auto took = Clock::now() - start;
+  ASSERT_TRUE(got.has_value());
+  EXPECT_FALSE(got->has_value());
+  EXPECT_LT(took, std::chrono::milliseconds(100));
+  EXPECT_EQ(framed.counters().corrupt, 1U);
+  EXPECT_FALSE(*raw.contains(Area::kAction, "hostile"));
+}
+
 TEST_F(RedisStoreTest, DeadServerFailsFastThenBreakerRejects) {
   auto redis = std::make_unique<RedisStore>(options_for(server_));
   const RedisStore& raw = *redis;

@@ -66,16 +66,50 @@ TEST_F(TieredFaults, BatchReadsFillFromTheSlowerTierToo) {
   EXPECT_EQ(store_->counters().misses, 1U);
 }
 
-TEST_F(TieredFaults, AWriteFailingInOneTierStillStoresAndCountsTheError) {
-  slow_->fail_next_puts(1);
+TEST_F(TieredFaults, AWriteFailingInAFasterTierStillStoresAndCountsTheError) {
+  fast_->fail_next_puts(1);
   ASSERT_TRUE(store_->put(Area::kCas, "k", "v").has_value());
-  EXPECT_TRUE(holds(*fast_, "k"));
-  EXPECT_FALSE(holds(*slow_, "k"));
+  EXPECT_TRUE(holds(*slow_, "k"));
+  EXPECT_FALSE(holds(*fast_, "k"));
   EXPECT_EQ(store_->counters().errors, 1U);
   EXPECT_EQ(store_->counters().puts, 1U);
   // The next write reaches both.
   ASSERT_TRUE(store_->put(Area::kCas, "k2", "v").has_value());
-  EXPECT_TRUE(holds(*slow_, "k2"));
+  EXPECT_TRUE(holds(*fast_, "k2"));
+}
+
+// Issue 13: a put acknowledged by the memory tier alone was lost at restart.
+TEST_F(TieredFaults, AWriteTheDurableTierRefusesIsAnErrorAndWritesNothingElse) {
+  EXPECT_EQ(tiered_->durable_tier(), 1U); // the last tier when none is named
+  slow_->fail_next_puts(1, StoreError::Code::kNoSpace);
+  auto put = store_->put(Area::kCas, "k", "v");
+  ASSERT_FALSE(put.has_value());
+  EXPECT_EQ(put.error().code, StoreError::Code::kNoSpace);
+  EXPECT_FALSE(holds(*fast_, "k")) << "readable now, gone after a restart";
+  EXPECT_FALSE(holds(*slow_, "k"));
+  EXPECT_EQ(store_->counters().puts, 0U);
+  EXPECT_EQ(store_->counters().no_space, 1U);
+  ASSERT_TRUE(store_->put(Area::kCas, "k", "v").has_value());
+  EXPECT_TRUE(holds(*fast_, "k") && holds(*slow_, "k"));
+}
+
+TEST_F(TieredFaults, TheDurableTierCanBeAFasterOne) {
+  std::vector<std::unique_ptr<Store>> tiers;
+  auto durable = std::make_unique<FaultyStore>("disk");
+  auto shared = std::make_unique<FaultyStore>("shared");
+  FaultyStore& disk = *durable;
+  FaultyStore& remote = *shared;
+  tiers.push_back(std::move(durable));
+  tiers.push_back(std::move(shared));
+  TieredStore store(std::move(tiers), 0);
+  remote.set_outage(true);
+  ASSERT_TRUE(store.put(Area::kCas, "k", "v").has_value()) << "a shared tier's outage is absorbed";
+  EXPECT_TRUE(holds(disk, "k"));
+  EXPECT_EQ(store.counters().errors, 1U);
+  remote.set_outage(false);
+  disk.fail_next_puts(1, StoreError::Code::kIo);
+  EXPECT_FALSE(store.put(Area::kCas, "k2", "v").has_value());
+  EXPECT_FALSE(holds(remote, "k2"));
 }
 
 TEST_F(TieredFaults, AWriteEveryTierRefusesIsAnError) {

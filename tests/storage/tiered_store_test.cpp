@@ -29,7 +29,8 @@ protected:
       EXPECT_TRUE(tier.has_value()) << (tier ? "" : tier.error().message);
       tiers.push_back(std::move(*tier));
     }
-    return std::make_unique<TieredStore>(std::move(tiers));
+    // As make_tiered_store decides: RocksDB is the durable tier.
+    return std::make_unique<TieredStore>(std::move(tiers), 1);
   }
 
   RedisServer redis_;

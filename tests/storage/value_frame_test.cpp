@@ -1,13 +1,18 @@
 #include "test_bytes.h"
 
+#include <kcache/storage/framed_store.h>
+#include <kcache/storage/memory_store.h>
 #include <kcache/storage/value_frame.h>
 
 #include <gtest/gtest.h>
+
+#include <chrono>
 
 namespace kcache::storage {
 namespace {
 
 using kcache::testing::compressible_bytes;
+using kcache::testing::hostile_frame;
 using kcache::testing::random_bytes;
 
 TEST(ValueFrame, RoundTrips) {
@@ -71,6 +76,86 @@ TEST(ValueFrame, HugeClaimedSizeIsRefusedWithoutAllocating) {
   auto decoded = decode_frame(frame);
   ASSERT_FALSE(decoded.has_value());
   EXPECT_NE(decoded.error().message.find("over the limit"), std::string::npos);
+}
+
+// Issue 13: a 76-byte Redis value claiming 4 GiB - 1 took 1.8 s and 4.1 GB
+// of RSS to read. It is refused by the configured maximum first...
+TEST(ValueFrame, HostileFrameIsRefusedByTheConfiguredMaximum) {
+  const Bytes frame = hostile_frame(0xFFFFFFFFU, 0xFFFFFFFFU);
+  EXPECT_EQ(frame.size(), 76U);
+  auto decoded = decode_frame(frame);
+  ASSERT_FALSE(decoded.has_value());
+  EXPECT_EQ(decoded.error().code, StoreError::Code::kCorrupt);
+  EXPECT_NE(decoded.error().message.find("over the limit of 1073741824"), std::string::npos)
+      << decoded.error().message;
+  auto small_max = decode_frame(encode_frame(compressible_bytes(4096)), nullptr, 4095);
+  ASSERT_FALSE(small_max.has_value());
+  EXPECT_NE(small_max.error().message.find("over the limit of 4095"), std::string::npos);
+  EXPECT_TRUE(decode_frame(encode_frame(compressible_bytes(4096)), nullptr, 4096).has_value());
+}
+
+// ...and, under any maximum, by what its blocks can hold, before allocating.
+TEST(ValueFrame, HostileFrameIsRefusedByItsBlocksBeforeAllocating) {
+  const auto start = std::chrono::steady_clock::now();
+  auto decoded = decode_frame(hostile_frame(0xFFFFFFFFU, 0xFFFFFFFFU), nullptr, 8ULL << 30);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(decoded.has_value());
+  EXPECT_NE(decoded.error().message.find("cannot decompress to the recorded raw size"),
+            std::string::npos)
+      << decoded.error().message;
+  // Zero-filling 4 GiB takes seconds; reading two block headers, microseconds.
+  EXPECT_LT(took, std::chrono::milliseconds(50));
+}
+
+TEST(ValueFrame, DecompressedSizeOtherThanDeclaredIsCorrupt) {
+  // The zstd header and the frame header disagree.
+  auto disagree = decode_frame(hostile_frame(262144, 1000));
+  ASSERT_FALSE(disagree.has_value());
+  EXPECT_NE(disagree.error().message.find("content size"), std::string::npos);
+  // Both say 200,000 (the blocks could hold it) but 262,144 bytes come out.
+  auto longer = decode_frame(hostile_frame(200000, 200000));
+  ASSERT_FALSE(longer.has_value());
+  EXPECT_NE(longer.error().message.find("does not decompress to the recorded size"),
+            std::string::npos)
+      << longer.error().message;
+  // Sizes right, content not the digest's: still corrupt, never returned.
+  auto exact = decode_frame(hostile_frame(262144, 262144));
+  ASSERT_FALSE(exact.has_value());
+  EXPECT_NE(exact.error().message.find("SHA-256"), std::string::npos) << exact.error().message;
+}
+
+TEST(ValueFrame, TrailingBytesAfterTheZstdFrameAreCorrupt) {
+  Bytes frame = encode_frame(compressible_bytes(64 << 10));
+  ASSERT_EQ(frame[5], '\x01') << "expected a compressed frame";
+  frame += "junk";
+  for (int i = 0; i < 8; ++i) { // keep the payload size consistent
+    frame[16 + i] = static_cast<char>(((frame.size() - kFrameHeaderSize) >> (8 * i)) & 0xFF);
+  }
+  EXPECT_FALSE(decode_frame(frame).has_value());
+}
+
+TEST(FramedStore, AHostileFrameIsAMissCountedAndDeleted) {
+  FramedStore store(std::make_unique<MemoryStore>(64ULL << 20));
+  ASSERT_TRUE(store.inner().put(Area::kAction, "k", hostile_frame(0xFFFFFFFFU, 0xFFFFFFFFU)));
+  auto got = store.get(Area::kAction, "k");
+  ASSERT_TRUE(got.has_value());
+  EXPECT_FALSE(got->has_value());
+  EXPECT_EQ(store.counters().corrupt, 1U);
+  EXPECT_FALSE(*store.inner().contains(Area::kAction, "k"));
+}
+
+TEST(FramedStore, TheMaximumValueSizeHoldsOnPutAndGet) {
+  FrameOptions options;
+  options.max_raw_size = 1000;
+  FramedStore store(std::make_unique<MemoryStore>(64ULL << 20), options);
+  auto put = store.put(Area::kCas, "big", random_bytes(1001));
+  ASSERT_FALSE(put.has_value());
+  EXPECT_EQ(put.error().code, StoreError::Code::kTooLarge);
+  ASSERT_TRUE(store.put(Area::kCas, "fits", random_bytes(1000)).has_value());
+  // Written by a node with a larger maximum: refused as corrupt, never allocated.
+  ASSERT_TRUE(store.inner().put(Area::kAction, "other", encode_frame(random_bytes(1001))));
+  EXPECT_FALSE(store.get(Area::kAction, "other")->has_value());
+  EXPECT_EQ(store.counters().corrupt, 1U);
 }
 
 } // namespace

@@ -7,7 +7,8 @@
 // Outcomes: a get answering a value is a hit, an empty answer a miss. An error
 // is counted as `rejected` when the tier refused without trying (open breaker),
 // not at all when it is kTooLarge (a tier's size policy, not a failure), and as
-// an error otherwise. Batch reads count per key.
+// an error otherwise; a kNoSpace error is also counted as `no_space`. Batch
+// reads count per key.
 
 #include <kcache/storage/store.h>
 
@@ -40,6 +41,7 @@ private:
   EventCounter misses_;
   EventCounter errors_;
   EventCounter rejected_;
+  EventCounter no_space_;
   EventCounter puts_;
   EventCounter bytes_read_;
   EventCounter bytes_written_;

@@ -9,6 +9,13 @@
 //   merge operands (max of last-access times) every interval or batch size.
 // - A value RocksDB reports as corrupt (bad block or blob checksum) is a miss;
 //   it is deleted and counted.
+// - Capacity counts the values and the write-ahead log (bounded by
+//   max_total_wal_size, so memtables are flushed instead of the WAL growing).
+// - A full disk never reaches RocksDB: a put that would leave less free space
+//   than pending flushes need plus `reserved_disk_bytes` is refused with
+//   kNoSpace (logged once per episode), and reads keep working. Should RocksDB
+//   still fail for lack of space, the error is kNoSpace and the database is
+//   resumed once space is back. A start on a full disk opens read-only.
 
 #include <kcache/storage/store.h>
 
@@ -20,6 +27,7 @@
 namespace rocksdb {
 class DB;
 class ColumnFamilyHandle;
+class Status;
 } // namespace rocksdb
 
 namespace kcache::storage {
@@ -33,6 +41,10 @@ struct RocksDbOptions {
   std::uint64_t block_cache_bytes = 64ULL << 20;
   std::chrono::milliseconds access_flush_interval{1000};
   std::size_t access_flush_batch = 4096;
+  // Disk space held back for RocksDB's own writes (flushes, compactions,
+  // recovery), beyond what admitted puts need; 0: enough to flush a full WAL
+  // (max_total_wal_size, a sixteenth of the capacity or disk, at most 64 MiB).
+  std::uint64_t reserved_disk_bytes = 0;
 };
 
 class StoreUrl;
@@ -56,6 +68,10 @@ public:
   }
 
   std::uint64_t size_bytes() const { return total_bytes_.load(); }
+  // What counts against the capacity: the values plus the write-ahead log.
+  std::uint64_t accounted_bytes() const { return total_bytes_.load() + wal_bytes_.load(); }
+  // True when the disk was full at start-up: reads only (until restarted).
+  bool read_only() const { return read_only_; }
   std::uint64_t capacity_bytes() const { return options_.capacity_bytes; }
   // Writes pending access times now (also done on a timer and on close).
   Result<void> flush_access_times();
@@ -70,17 +86,26 @@ public:
     friend class RocksDbStore;
     OpenKey() = default;
   };
-  RocksDbStore(OpenKey, RocksDbOptions options, std::unique_ptr<Handles> handles);
+  RocksDbStore(OpenKey, RocksDbOptions options, std::unique_ptr<Handles> handles, bool read_only);
 
 private:
   rocksdb::ColumnFamilyHandle* family(Area area) const;
   void touch(Area area, std::string_view key);
   void maybe_evict();
   void drop_corrupt(Area area, std::string_view key, const std::string& why);
+  // kNoSpace when the write of `bytes` could fill the disk; resumes RocksDB
+  // once space is back after a failure.
+  Result<void> admit(std::uint64_t bytes);
+  StoreError write_error(const rocksdb::Status& s, std::string_view what);
+  void note_no_space(const std::string& why);
 
   RocksDbOptions options_;
   std::unique_ptr<Handles> handles_;
+  const bool read_only_;
   std::atomic<std::uint64_t> total_bytes_{0};
+  std::atomic<std::uint64_t> wal_bytes_{0}; // measured after each put
+  std::atomic<bool> out_of_space_{false};   // a no-space episode, logged once
+  std::atomic<bool> needs_resume_{false};   // RocksDB itself failed a write for space
   EventCounter corrupt_;
   EventCounter evictions_;
   std::mutex write_mu_; // orders size accounting of puts and removes

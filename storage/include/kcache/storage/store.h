@@ -28,7 +28,9 @@ std::string_view area_name(Area area);
 using Bytes = std::string;
 
 struct StoreError {
-  enum class Code { kUnavailable, kTimeout, kIo, kCorrupt, kInvalidArgument, kTooLarge };
+  // kNoSpace: the tier's disk (or its configured capacity) cannot take more;
+  // reads still work. kcached answers it 507 Insufficient Storage.
+  enum class Code { kUnavailable, kTimeout, kIo, kCorrupt, kInvalidArgument, kTooLarge, kNoSpace };
   Code code = Code::kIo;
   std::string message;
   // Refused without trying (an open circuit breaker): counted as rejected,

@@ -20,6 +20,7 @@ struct CounterSnapshot {
   std::uint64_t bytes_written = 0;
   std::uint64_t backfills = 0; // tiered: copies into faster tiers
   std::uint64_t rejected = 0;  // calls refused without trying (open circuit breaker)
+  std::uint64_t no_space = 0;  // writes refused for lack of disk space (also errors)
 
   friend CounterSnapshot operator+(const CounterSnapshot& a, const CounterSnapshot& b) {
     return {a.hits + b.hits,
@@ -31,7 +32,8 @@ struct CounterSnapshot {
             a.bytes_read + b.bytes_read,
             a.bytes_written + b.bytes_written,
             a.backfills + b.backfills,
-            a.rejected + b.rejected};
+            a.rejected + b.rejected,
+            a.no_space + b.no_space};
   }
   friend bool operator==(const CounterSnapshot&, const CounterSnapshot&) = default;
 };

@@ -11,20 +11,30 @@
 
 #include <kcache/storage/store.h>
 #include <kcache/storage/store_url.h>
+#include <kcache/storage/value_frame.h>
 
 #include <memory>
 #include <span>
 
 namespace kcache::storage {
 
-Result<std::unique_ptr<Store>> make_store(std::string_view url);
+// Limits every tier shares, configured in one place (kcached: from its
+// [limits] section) rather than per URL.
+struct StoreLimits {
+  // The largest value a tier keeps; a framed value claiming more is corrupt.
+  std::uint64_t max_value_bytes = kDefaultMaxValueSize;
+};
+
+Result<std::unique_ptr<Store>> make_store(std::string_view url, const StoreLimits& limits = {});
 
 // What the daemon serves from: a counted TieredStore over the URLs' tiers.
 struct TieredStack {
   std::unique_ptr<Store> store;
   std::vector<Store*> tiers; // as make_store made them, fastest first; owned by `store`
 };
-// Fastest first; at least one URL.
-Result<TieredStack> make_tiered_store(std::span<const std::string> urls);
+// Fastest first; at least one URL. A put is acknowledged only once the durable
+// tier took it: the last RocksDB tier, else the last tier (tiered_store.h).
+Result<TieredStack> make_tiered_store(std::span<const std::string> urls,
+                                      const StoreLimits& limits = {});
 
 } // namespace kcache::storage

@@ -1,22 +1,30 @@
 #pragma once
 // Composes tiers, fastest first (memory -> RocksDB -> Redis).
 //   get:  read-through; a hit in tier i is backfilled into tiers 0..i-1.
-//   put:  write-through to every tier; succeeds if any tier took the value.
-//   A tier that fails (down, timed out) counts an error and is treated as a
-//   miss for that call: the caller never sees an error while any tier answers.
+//   put:  the durable tier first (this node's disk: the one a restart reads
+//         back); the put succeeds only if it took the value, and then the value
+//         is written through to every other tier. When the durable tier fails
+//         (full disk, I/O error) no other tier is written and its error is the
+//         answer: an acknowledged write is never one a restart loses.
+//   A tier that fails (down, timed out) on a read counts an error and is
+//   treated as a miss: the caller never sees an error while any tier answers.
+//   Failed writes are logged at warn with the tier and the reason.
 // Its own counters are those events (absorbed tier errors, backfills); wrap it
 // in a CountingStore for hits and misses, as make_tiered_store does.
 
 #include <kcache/storage/store.h>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace kcache::storage {
 
 class TieredStore final : public Store {
 public:
-  explicit TieredStore(std::vector<std::unique_ptr<Store>> tiers);
+  // `durable_tier` indexes `tiers`; the last tier when not given.
+  explicit TieredStore(std::vector<std::unique_ptr<Store>> tiers,
+                       std::optional<std::size_t> durable_tier = std::nullopt);
 
   std::string name() const override { return "tiered"; }
   GetResult get(Area area, std::string_view key) override;
@@ -33,12 +41,15 @@ public:
   std::size_t tier_count() const { return tiers_.size(); }
   const Store& tier(std::size_t i) const { return *tiers_.at(i); }
   Store& tier(std::size_t i) { return *tiers_.at(i); }
+  std::size_t durable_tier() const { return durable_; }
 
 private:
   void backfill(std::size_t below, Area area, std::string_view key, std::string_view value);
   void note_tier_error(std::size_t tier, const StoreError& error);
+  void note_put_error(std::size_t tier, Area area, std::string_view key, const StoreError& error);
 
   std::vector<std::unique_ptr<Store>> tiers_;
+  std::size_t durable_ = 0;
   EventCounter absorbed_errors_; // a tier's failure answered as a miss
   EventCounter backfills_;
 };
