@@ -128,9 +128,18 @@ bool is_default_contiguous(const TensorType& type) {
 // an effectful node's ordinal among effectful nodes; any other node, the
 // number of effects before it (it may read state they changed). Graph inputs
 // are read at entry: 0.
-std::vector<std::uint64_t> effect_positions(const Graph& graph) {
+struct EffectPositions {
   std::vector<std::uint64_t> positions;
-  positions.reserve(graph.nodes().size());
+  // Per node: (ordinal, argument index) of each effectful node reading it,
+  // graph inputs aside (their position keeps them apart already). An in-place
+  // op writes one of two look-alike nodes; from then on they differ.
+  std::vector<std::vector<std::uint64_t>> read_by_effects;
+};
+
+EffectPositions effect_positions(const Graph& graph) {
+  EffectPositions out;
+  out.positions.reserve(graph.nodes().size());
+  out.read_by_effects.resize(graph.nodes().size());
   std::uint64_t effects = 0;
   // A graph repeats few ops many times: read each op name once.
   std::unordered_map<std::string_view, bool> effectful_op;
@@ -140,14 +149,20 @@ std::vector<std::uint64_t> effect_positions(const Graph& graph) {
       known.first->second = is_effectful_op(node.op);
     }
     if (node.op == Graph::kInputOp) {
-      positions.push_back(0);
+      out.positions.push_back(0);
     } else if (node.effectful || known.first->second) {
-      positions.push_back(effects++);
+      for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+        const NodeId read = node.inputs[i].node;
+        if (graph.nodes()[read].op != Graph::kInputOp) {
+          out.read_by_effects[read].insert(out.read_by_effects[read].end(), {effects, i});
+        }
+      }
+      out.positions.push_back(effects++);
     } else {
-      positions.push_back(effects);
+      out.positions.push_back(effects);
     }
   }
-  return positions;
+  return out;
 }
 
 const std::string& canonical_name(const std::string& name, const SymbolMap& symbols) {
@@ -222,8 +237,9 @@ void encode_attr(CanonicalWriter& w, const AttrValue& attr, const SymbolMap& sym
       attr.value);
 }
 
-Digest digest_node(const Node& node, std::uint64_t effect_position, const std::vector<Digest>& done,
-                   const SymbolMap& symbols) {
+Digest digest_node(const Node& node, std::uint64_t effect_position,
+                   const std::vector<std::uint64_t>& read_by_effects,
+                   const std::vector<Digest>& done, const SymbolMap& symbols) {
   CanonicalWriter w;
   w.tag("node").str(node.op);
   w.list(node.attrs.size());
@@ -241,6 +257,12 @@ Digest digest_node(const Node& node, std::uint64_t effect_position, const std::v
   }
   // Two effectful nodes never share a digest, however alike.
   w.tag(is_effectful(node) ? "effect" : "after-effects").u64(effect_position);
+  if (!read_by_effects.empty()) { // other nodes hash as before
+    w.tag("read-by-effects").list(read_by_effects.size());
+    for (std::uint64_t v : read_by_effects) {
+      w.u64(v);
+    }
+  }
   return w.sha256();
 }
 
@@ -250,11 +272,12 @@ GraphDigest digest_graph(const Graph& graph) {
   GraphDigest result;
   result.symbols = canonical_symbols(graph);
   result.node_digests.reserve(graph.nodes().size());
-  const std::vector<std::uint64_t> positions = effect_positions(graph);
+  const EffectPositions effects = effect_positions(graph);
   // Node ids are a topological order: add_node only accepts existing inputs.
   for (NodeId id = 0; id < graph.nodes().size(); ++id) {
-    result.node_digests.push_back(
-        digest_node(graph.nodes()[id], positions[id], result.node_digests, result.symbols));
+    result.node_digests.push_back(digest_node(graph.nodes()[id], effects.positions[id],
+                                              effects.read_by_effects[id], result.node_digests,
+                                              result.symbols));
   }
 
   CanonicalWriter w;

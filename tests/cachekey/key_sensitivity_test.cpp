@@ -238,6 +238,18 @@ constexpr const char* kCollectives = R"({
     {"name": "cat", "op": "aten.cat", "inputs": ["a1", "a2"], "outputs": [{"dtype": "f32", "shape": [16]}]}],
   "outputs": ["cat"]})";
 
+// Two look-alike pure nodes, one written in place: which one a reader or an
+// output names now matters (the fuzzer in manifest_differential_test.cpp found
+// them merged by content).
+constexpr const char* kWrittenLookAlike = R"({
+  "inputs": [{"name": "x", "type": {"dtype": "f32", "shape": [8]}}],
+  "nodes": [
+    {"name": "a", "op": "aten.mul", "inputs": ["x", "x"], "outputs": [{"dtype": "f32", "shape": [8]}]},
+    {"name": "b", "op": "aten.mul", "inputs": ["x", "x"], "outputs": [{"dtype": "f32", "shape": [8]}]},
+    {"name": "write", "op": "aten.add_.Scalar", "inputs": ["a"], "attrs": {"other": 1}, "outputs": [{"dtype": "f32", "shape": [8]}]},
+    {"name": "read", "op": "aten.neg", "inputs": ["b"], "outputs": [{"dtype": "f32", "shape": [8]}]}],
+  "outputs": ["b", "read"]})";
+
 constexpr const char* kDataDependent = R"({
   "inputs": [{"name": "x", "type": {"dtype": "f32", "shape": ["n"]}},
              {"name": "y", "type": {"dtype": "f32", "shape": ["n"]}}],
@@ -451,6 +463,19 @@ std::vector<Case> graph_cases() {
     {"name": "read", "op": "aten.relu", "inputs": ["x"], "outputs": [{"dtype": "f32", "shape": [8]}]})");
        },
        use_graph(kInPlace)},
+      {"written_look_alike_output", kDiffer, edit_graph(R"(["b", "read"])", R"(["a", "read"])"),
+       use_graph(kWrittenLookAlike)},
+      {"written_look_alike_read", kDiffer,
+       edit_graph(R"("aten.neg", "inputs": ["b"])", R"("aten.neg", "inputs": ["a"])"),
+       use_graph(kWrittenLookAlike)},
+      {"look_alikes_swapped_with_their_writer", kMatch,
+       [](Request& r) {
+         replace(*r.graph_json, R"("aten.add_.Scalar", "inputs": ["a"])",
+                 R"("aten.add_.Scalar", "inputs": ["b"])");
+         replace(*r.graph_json, R"("aten.neg", "inputs": ["b"])", R"("aten.neg", "inputs": ["a"])");
+         replace(*r.graph_json, R"(["b", "read"])", R"(["a", "read"])");
+       },
+       use_graph(kWrittenLookAlike)},
       {"random_reads_later_random", kRefuse,
        edit_graph(R"({"name": "r1", "op": "aten.rand_like", "inputs": ["x"])",
                   R"({"name": "r1", "op": "aten.rand_like", "inputs": ["r2"])"),

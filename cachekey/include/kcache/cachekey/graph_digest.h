@@ -16,8 +16,11 @@
 // covers its ordinal among effectful nodes, so two random or in-place nodes
 // are never merged by content and swapping two effects changes the digest;
 // any other node's digest covers how many effects precede it (it may read
-// state they changed). In a graph without effects every node covers position
-// 0, so its digest still ignores node order.
+// state they changed). A node (not a graph input) that effectful nodes read
+// also covers each such read (the effect's ordinal, the argument's position):
+// of two look-alikes, the one written in place is no longer the other. In a
+// graph without effects every node covers position 0, so its digest still
+// ignores node order.
 //
 // Symbolic dims are renamed to canonical names s0, s1, ... in order of first
 // appearance over the graph inputs (by position, shape before strides); symbols
