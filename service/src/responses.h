@@ -32,9 +32,12 @@ inline Response error(const Request& req, http::status status, std::string messa
 }
 
 // The store could not answer: a server-side condition, never the client's fault.
+// A full disk is told apart (507): retrying elsewhere helps, retrying here not.
 inline Response store_error(const Request& req, const storage::StoreError& e) {
-  return error(req, http::status::service_unavailable,
-               std::string(storage::error_code_name(e.code)) + ": " + e.message);
+  const http::status status = e.code == storage::StoreError::Code::kNoSpace
+                                  ? http::status::insufficient_storage
+                                  : http::status::service_unavailable;
+  return error(req, status, std::string(storage::error_code_name(e.code)) + ": " + e.message);
 }
 
 } // namespace kcache::service

@@ -21,7 +21,8 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
   if (ec) {
     return tl::unexpected("cannot create data dir " + config.data_dir + ": " + ec.message());
   }
-  auto stack = storage::make_tiered_store(store_urls(config));
+  auto stack = storage::make_tiered_store(store_urls(config),
+                                          {.max_value_bytes = config.limits.max_body_bytes});
   if (!stack) {
     return tl::unexpected("store: " + stack.error().message);
   }
@@ -42,7 +43,8 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
       {"kcache_store_puts_total", &storage::CounterSnapshot::puts},
       {"kcache_store_read_bytes_total", &storage::CounterSnapshot::bytes_read},
       {"kcache_store_written_bytes_total", &storage::CounterSnapshot::bytes_written},
-      {"kcache_store_rejected_total", &storage::CounterSnapshot::rejected}};
+      {"kcache_store_rejected_total", &storage::CounterSnapshot::rejected},
+      {"kcache_store_no_space_total", &storage::CounterSnapshot::no_space}};
   for (const auto& [name, field] : counters) {
     metrics.describe(name, "counter", "Per storage tier (errors are counted apart from misses)");
   }
