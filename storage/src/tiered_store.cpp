@@ -89,9 +89,12 @@ Result<void> TieredStore::put(Area area, std::string_view key, std::string_view 
     return tl::unexpected(StoreError{StoreError::Code::kUnavailable, "no storage tiers"});
   }
   if (auto ok = tiers_[durable_]->put(area, key, value); !ok) {
-    if (ok.error().code != StoreError::Code::kTooLarge) {
-      spdlog::warn("{} not stored: durable tier {} ({}) failed ({}): {}", area_name(area), durable_,
-                   tiers_[durable_]->name(), error_code_name(ok.error().code), ok.error().message);
+    // A full disk is logged once per episode by its tier, not once per put.
+    const StoreError::Code code = ok.error().code;
+    if (code != StoreError::Code::kTooLarge) {
+      spdlog::log(code == StoreError::Code::kNoSpace ? spdlog::level::debug : spdlog::level::warn,
+                  "{} not stored: durable tier {} ({}) failed ({}): {}", area_name(area), durable_,
+                  tiers_[durable_]->name(), error_code_name(ok.error().code), ok.error().message);
     }
     return ok;
   }
