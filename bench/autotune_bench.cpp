@@ -47,7 +47,7 @@ Outcome search(client::Client& c, json spec, const std::string& strategy, int ro
     std::exit(1);
   }
   auto job = c.job(answer["job"]["id"].get<std::string>(), std::chrono::minutes(10));
-  if (!job || job->state != "succeeded") {
+  if (!job || job->state != kcache::client::JobState::kSucceeded) {
     std::fprintf(stderr, "search failed: %s\n",
                  job ? job->json.c_str() : job.error().message.c_str());
     std::exit(1);

@@ -103,7 +103,7 @@ ServiceRun through_service(const std::vector<Kernel>& kernels, int workers) {
   }
   for (const std::string& id : jobs) {
     auto job = c->job(id, std::chrono::minutes(5));
-    if (!job || job->state != "succeeded") {
+    if (!job || job->state != kcache::client::JobState::kSucceeded) {
       ++run.failures;
       if (job) {
         std::fprintf(stderr, "service: %s\n%s\n", job->error_message.c_str(), job->log.c_str());

@@ -8,9 +8,9 @@
 
 #include "search_file.h"
 
-#include <kcache/cachekey/json_text.h>
 #include <kcache/client/client.h>
 #include <kcache/compiler/autotune_spec.h>
+#include <kcache/protocol/json_text.h>
 
 #include <nlohmann/json.hpp>
 
@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
     json entry{{"id", all[i].id}, {"params", all[i].params}};
     if (!jobs[i].empty()) {
       auto job = (*kc)->job(jobs[i], std::chrono::minutes(5));
-      if (job && job->state != "succeeded") {
+      if (job && job->state != kcache::client::JobState::kSucceeded) {
         entry["error"] = job->error_message + "\n" + job->log;
       }
     }
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
                       {"variants", std::move(variants)},
                       {"reference", std::move(reference)},
                       {"compile_seconds", seconds}};
-  std::ofstream(out_dir / "manifest.json") << cachekey::json_text(manifest, 1);
+  std::ofstream(out_dir / "manifest.json") << protocol::json_text(manifest, 1);
   std::printf("%zu of %zu compiled in %.1f s through kcached; written to %s\n", compiled,
               all.size(), seconds, out_dir.c_str());
   return compiled == all.size() ? 0 : 1;

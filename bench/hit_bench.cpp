@@ -9,8 +9,8 @@
 #include "kcached_process.h"
 #include "redis_server.h"
 
-#include <kcache/cachekey/units.h>
 #include <kcache/client/client.h>
+#include <kcache/protocol/units.h>
 
 #include <hiredis/hiredis.h>
 
@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
     } else if (flag == "--sizes") {
       sizes.clear();
       for (const auto& s : split(argv[i + 1])) {
-        sizes.push_back(kcache::cachekey::parse_size(s).value());
+        sizes.push_back(kcache::protocol::parse_size(s).value());
       }
     }
   }
@@ -216,7 +216,7 @@ int main(int argc, char** argv) {
         });
       });
       std::printf("%-8s %7d  %-8s %10.0f %9.1f %9.1f  %-8s %10.0f %9.1f %9.1f  %8.2fx %8.2fx%s\n",
-                  kcache::cachekey::format_size(size).c_str(), clients, "redis", redis_m.rps,
+                  kcache::protocol::format_size(size).c_str(), clients, "redis", redis_m.rps,
                   redis_m.p50_us, redis_m.p99_us, "kcached", kcache_m.rps, kcache_m.p50_us,
                   kcache_m.p99_us, kcache_m.rps / redis_m.rps, kcache_m.p99_us / redis_m.p99_us,
                   redis_m.failures + kcache_m.failures > 0 ? "  (failures!)" : "");

@@ -1,4 +1,5 @@
 #include <kcache/cachekey/graph_json.h>
+#include <kcache/protocol/json_text.h>
 
 #include <nlohmann/json.hpp>
 
@@ -346,7 +347,7 @@ tl::expected<Graph, GraphError> parse_document(const json& doc);
 } // namespace
 
 tl::expected<Graph, GraphError> parse_graph_json(std::string_view text) {
-  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const json doc = protocol::parse_json_or_discarded(text);
   if (!doc.is_discarded()) {
     if (auto ok = check_integer_literals(text); !ok) {
       return Unexpected(ok.error());

@@ -1,5 +1,5 @@
-#include <kcache/cachekey/json_text.h>
 #include <kcache/cachekey/key_manifest.h>
+#include <kcache/protocol/json_text.h>
 
 #include <nlohmann/json.hpp>
 
@@ -27,11 +27,11 @@ std::string manifest_to_json(const KeyManifest& m) {
                  {"toolchain", m.toolchain},
                  {"options", m.options},
                  {"salt", m.salt}};
-  return json_text(doc);
+  return protocol::json_text(doc);
 }
 
 tl::expected<KeyManifest, KeyError> manifest_from_json(std::string_view text) {
-  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const json doc = protocol::parse_json_or_discarded(text);
   if (doc.is_discarded() || !doc.is_object()) {
     return tl::unexpected(KeyError{"key manifest is not a JSON object"});
   }

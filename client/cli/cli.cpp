@@ -27,18 +27,13 @@ int usage_error(const std::string& message) {
   return kUsage;
 }
 
-std::int64_t now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
-
 // GET/POST/DELETE returning JSON; 404 -> kNotFound with the daemon's message.
 int call_json(Cli& cli, HttpMethod method, const std::string& target, json& out) {
   auto res = cli.client->request(method, target);
   if (!res) {
     return fail(res.error());
   }
-  const json body = json::parse(res->body, nullptr, false);
+  const json body = parse_json_or_discarded(res->body);
   if (res->status == 404) {
     std::fprintf(stderr, "kcache: %s\n",
                  body.is_object() ? body.value("error", "not found").c_str() : "not found");
@@ -51,20 +46,6 @@ int call_json(Cli& cli, HttpMethod method, const std::string& target, json& out)
   }
   out = body;
   return kOk;
-}
-
-std::string url_encode(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == ':') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[4];
-      std::snprintf(buf, sizeof buf, "%%%02X", c);
-      out += buf;
-    }
-  }
-  return out;
 }
 
 void progress(const char* what, std::size_t done, std::size_t total) {

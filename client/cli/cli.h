@@ -3,6 +3,9 @@
 // and helpers for calls, errors and progress.
 
 #include <kcache/client/client.h>
+#include <kcache/protocol/clock.h>
+#include <kcache/protocol/json_text.h>
+#include <kcache/protocol/url.h>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +22,9 @@ namespace kcache::cli {
 using client::ClientError;
 using client::HttpMethod;
 using nlohmann::json;
+using protocol::parse_json_or_discarded;
+using protocol::unix_now_ms;
+using protocol::url_encode;
 
 enum Exit : int {
   kOk = 0,
@@ -44,10 +50,8 @@ struct Cli {
 
 int fail(const ClientError& e);
 int usage_error(const std::string& message);
-std::int64_t now_ms();
 // GET/POST/DELETE returning JSON; 404 -> kNotFound with the daemon's message.
 int call_json(Cli& cli, HttpMethod method, const std::string& target, json& out);
-std::string url_encode(std::string_view s);
 // A progress bar on stderr when it is a terminal.
 void progress(const char* what, std::size_t done, std::size_t total);
 

@@ -3,8 +3,8 @@
 #include "cli.h"
 #include "table.h"
 
-#include <kcache/cachekey/json_text.h>
-#include <kcache/cachekey/units.h>
+#include <kcache/protocol/json_text.h>
+#include <kcache/protocol/units.h>
 
 #include <unistd.h>
 
@@ -54,7 +54,7 @@ void print_jobs_table(const json& jobs) {
   t.column("SIZE", Table::Align::kRight);
   t.column("ASKED", Table::Align::kRight);
   t.column("ERROR");
-  const std::int64_t now = now_ms();
+  const std::int64_t now = unix_now_ms();
   for (const json& j : jobs) {
     const bool finished = j.value("finished_ms", 0LL) > 0;
     std::string entry = cut(j.value("entry", ""), 32);
@@ -66,7 +66,7 @@ void print_jobs_table(const json& jobs) {
            j.value("target", ""), std::to_string(j.value("priority", 0)),
            format_age(j.value("submitted_ms", 0LL), now),
            finished ? millis(j.value("compile_ms", 0LL)) : "-",
-           finished ? cachekey::format_size(j.value("output_size", 0ULL)) : "-",
+           finished ? protocol::format_size(j.value("output_size", 0ULL)) : "-",
            std::to_string(j.value("submissions", 1)),
            j.contains("error")
                ? cut(j["error"].value("code", "") + ": " + j["error"].value("message", ""), 72)
@@ -79,7 +79,7 @@ void print_jobs_table(const json& jobs) {
 // left: a progress bar on a terminal, a line per change otherwise.
 int watch(Cli& cli) {
   const int interval = std::max(50, std::atoi(cli.option("interval-ms", "500").c_str()));
-  const std::int64_t since = now_ms();
+  const std::int64_t since = unix_now_ms();
   std::set<std::string> tracked;
   std::string last_line;
   const bool tty = isatty(STDERR_FILENO) != 0;
@@ -112,7 +112,7 @@ int watch(Cli& cli) {
     }
     const std::size_t total = tracked.size();
     if (cli.json_output) {
-      const std::string line = cachekey::json_text(json{{"done", done},
+      const std::string line = protocol::json_text(json{{"done", done},
                                                         {"total", total},
                                                         {"running", running},
                                                         {"queued", queued},
@@ -172,7 +172,7 @@ void print_job(const json& j) {
   }
   if (j.value("finished_ms", 0LL) > 0) {
     std::printf("%-12s %s\n", "compile", millis(j.value("compile_ms", 0LL)).c_str());
-    std::printf("%-12s %s\n", "size", cachekey::format_size(j.value("output_size", 0ULL)).c_str());
+    std::printf("%-12s %s\n", "size", protocol::format_size(j.value("output_size", 0ULL)).c_str());
   }
   for (const json& key : j.value("keys", json::array())) {
     std::printf("%-12s %s\n", "key", key.get<std::string>().c_str());
@@ -251,7 +251,7 @@ int cmd_jobs(Cli& cli) {
     return rc;
   }
   if (cli.json_output) {
-    std::cout << cachekey::json_text(doc, 2) << "\n";
+    std::cout << protocol::json_text(doc, 2) << "\n";
     return kOk;
   }
   print_jobs_table(doc["jobs"]);
@@ -276,13 +276,13 @@ int cmd_job(Cli& cli) {
     }
     return fail(job.error());
   }
-  const json doc = json::parse(job->json);
+  const json doc = parse_json_or_discarded(job->json);
   if (cli.json_output) {
-    std::cout << cachekey::json_text(doc, 2) << "\n";
+    std::cout << protocol::json_text(doc, 2) << "\n";
   } else {
     print_job(doc);
   }
-  return job->state == "failed" ? kFailed : kOk;
+  return job->state == client::JobState::kFailed ? kFailed : kOk;
 }
 
 int cmd_cancel(Cli& cli) {
@@ -295,7 +295,7 @@ int cmd_cancel(Cli& cli) {
     return rc;
   }
   if (cli.json_output) {
-    std::cout << cachekey::json_text(doc, 2) << "\n";
+    std::cout << protocol::json_text(doc, 2) << "\n";
   } else {
     std::printf("%s: %s\n", doc.value("id", "").c_str(),
                 doc.value("state", "") == "running" ? "cancelling"
@@ -319,7 +319,7 @@ int cmd_submit(Cli& cli) {
   }
   json out{{"status", submitted->status}, {"message", submitted->message}};
   if (submitted->job) {
-    out["job"] = json::parse(submitted->job->json, nullptr, false);
+    out["job"] = parse_json_or_discarded(submitted->job->json);
   }
   const auto wait = std::chrono::seconds(std::atoll(cli.option("wait", "0").c_str()));
   if (wait.count() > 0 && submitted->job && !submitted->job->finished()) {
@@ -327,10 +327,10 @@ int cmd_submit(Cli& cli) {
     if (!done) {
       return fail(done.error());
     }
-    out["job"] = json::parse(done->json, nullptr, false);
+    out["job"] = parse_json_or_discarded(done->json);
   }
   if (cli.json_output) {
-    std::cout << cachekey::json_text(out, 2) << "\n";
+    std::cout << protocol::json_text(out, 2) << "\n";
   } else {
     std::printf("%s: %s\n", submitted->status.c_str(), submitted->message.c_str());
     if (out.contains("job")) {

@@ -6,10 +6,10 @@
 
 #include <kcache/cachekey/explain.h>
 #include <kcache/cachekey/hash_details.h>
-#include <kcache/cachekey/json_text.h>
 #include <kcache/cachekey/key_manifest.h>
-#include <kcache/cachekey/units.h>
 #include <kcache/client/client.h>
+#include <kcache/protocol/json_text.h>
+#include <kcache/protocol/units.h>
 
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -77,7 +77,7 @@ int cmd_stats(Cli& cli) {
     return rc;
   }
   if (cli.json_output) {
-    std::cout << kcache::cachekey::json_text(doc, 2) << "\n";
+    std::cout << kcache::protocol::json_text(doc, 2) << "\n";
     return kOk;
   }
   std::printf("uptime %.0f s; lookups: %llu hits, %llu misses, %llu tier errors\n\n",
@@ -92,8 +92,8 @@ int cmd_stats(Cli& cli) {
   for (const json& tier : doc["tiers"]) {
     auto n = [&](const char* k) { return std::to_string(tier.value(k, 0ULL)); };
     t.row({tier.value("name", "?"), n("hits"), n("misses"), n("errors"), n("corrupt"),
-           n("evictions"), n("puts"), kcache::cachekey::format_size(tier.value("bytes_read", 0ULL)),
-           kcache::cachekey::format_size(tier.value("bytes_written", 0ULL))});
+           n("evictions"), n("puts"), kcache::protocol::format_size(tier.value("bytes_read", 0ULL)),
+           kcache::protocol::format_size(tier.value("bytes_written", 0ULL))});
   }
   std::cout << t.render();
   return kOk;
@@ -111,7 +111,7 @@ int cmd_ls(Cli& cli) {
     return rc;
   }
   if (cli.json_output) {
-    std::cout << kcache::cachekey::json_text(doc, 2) << "\n";
+    std::cout << kcache::protocol::json_text(doc, 2) << "\n";
     return kOk;
   }
   Table t;
@@ -121,10 +121,10 @@ int cmd_ls(Cli& cli) {
   t.column("HITS", Table::Align::kRight);
   t.column("LAST ACCESS", Table::Align::kRight);
   t.column("CREATED", Table::Align::kRight);
-  const std::int64_t now = now_ms();
+  const std::int64_t now = unix_now_ms();
   for (const json& e : doc["entries"]) {
     t.row({e.value("area", ""), e.value("key", ""),
-           kcache::cachekey::format_size(e.value("size", 0ULL)),
+           kcache::protocol::format_size(e.value("size", 0ULL)),
            std::to_string(e.value("hits", 0ULL)),
            kcache::cli::format_age(e.value("last_access_ms", 0LL), now),
            kcache::cli::format_age(e.value("created_ms", 0LL), now)});
@@ -143,17 +143,17 @@ int cmd_show(Cli& cli) {
     return rc;
   }
   if (cli.json_output) {
-    std::cout << kcache::cachekey::json_text(doc, 2) << "\n";
+    std::cout << kcache::protocol::json_text(doc, 2) << "\n";
     return kOk;
   }
-  const std::int64_t now = now_ms();
+  const std::int64_t now = unix_now_ms();
   std::printf("key       %s\nproducer  %s\ncreated   %s\n", doc.value("key", "").c_str(),
               doc.value("producer", "").c_str(),
               kcache::cli::format_age(doc.value("created_ms", 0LL), now).c_str());
   if (doc.contains("storage")) {
     const json& s = doc["storage"];
     std::printf("record    %s, %llu hits, last access %s\n",
-                kcache::cachekey::format_size(s.value("size", 0ULL)).c_str(), s.value("hits", 0ULL),
+                kcache::protocol::format_size(s.value("size", 0ULL)).c_str(), s.value("hits", 0ULL),
                 kcache::cli::format_age(s.value("last_access_ms", 0LL), now).c_str());
   }
   Table outputs;
@@ -161,7 +161,7 @@ int cmd_show(Cli& cli) {
   outputs.column("SIZE", Table::Align::kRight);
   outputs.column("SHA256");
   for (const json& o : doc["outputs"]) {
-    outputs.row({o.value("name", ""), kcache::cachekey::format_size(o.value("size", 0ULL)),
+    outputs.row({o.value("name", ""), kcache::protocol::format_size(o.value("size", 0ULL)),
                  o.value("digest", "")});
   }
   std::cout << "\n" << outputs.render();
@@ -172,10 +172,10 @@ int cmd_show(Cli& cli) {
         continue; // printed as a table below
       }
       std::cout << "  " << k << " = "
-                << (v.is_string() ? v.get<std::string>() : kcache::cachekey::json_text(v)) << "\n";
+                << (v.is_string() ? v.get<std::string>() : kcache::protocol::json_text(v)) << "\n";
     }
     if (const auto table = doc["metadata"].find("autotune_table"); table != doc["metadata"].end()) {
-      print_tuning_table(json::parse(table->get<std::string>(), nullptr, false));
+      print_tuning_table(parse_json_or_discarded(table->get<std::string>()));
     }
   }
   if (doc.contains("manifest")) {
@@ -222,7 +222,7 @@ int cmd_get(Cli& cli) {
     }
     std::ofstream(out, std::ios::binary) << artifact.files[0].data;
     std::fprintf(stderr, "wrote %s (%s)\n", out.c_str(),
-                 kcache::cachekey::format_size(artifact.files[0].data.size()).c_str());
+                 kcache::protocol::format_size(artifact.files[0].data.size()).c_str());
     return kOk;
   }
   if (out.empty()) {
@@ -234,7 +234,7 @@ int cmd_get(Cli& cli) {
     const fs::path path = fs::path(out) / fs::path(f.name).filename();
     std::ofstream(path, std::ios::binary) << f.data;
     std::fprintf(stderr, "wrote %s (%s)\n", path.c_str(),
-                 kcache::cachekey::format_size(f.data.size()).c_str());
+                 kcache::protocol::format_size(f.data.size()).c_str());
   }
   return kOk;
 }
@@ -266,7 +266,7 @@ int cmd_put(Cli& cli) {
     return fail(ok.error());
   }
   if (cli.json_output) {
-    std::cout << kcache::cachekey::json_text(json{{"key", cli.args[0]}, {"files", files.size()}})
+    std::cout << kcache::protocol::json_text(json{{"key", cli.args[0]}, {"files", files.size()}})
               << "\n";
   } else {
     std::printf("stored %zu file(s) as %s\n", files.size(), cli.args[0].c_str());
@@ -284,7 +284,7 @@ int cmd_rm(Cli& cli) {
     return rc;
   }
   if (cli.json_output) {
-    std::cout << kcache::cachekey::json_text(doc) << "\n";
+    std::cout << kcache::protocol::json_text(doc) << "\n";
   } else {
     std::printf("deleted %s\n", cli.args[0].c_str());
   }
@@ -302,7 +302,7 @@ std::vector<std::string> stored_hash_details(const json& entry) {
   if (!meta.contains("hash_details") || !meta["hash_details"].is_string()) {
     return lines;
   }
-  const json parsed = json::parse(meta["hash_details"].get<std::string>(), nullptr, false);
+  const json parsed = parse_json_or_discarded(meta["hash_details"].get<std::string>());
   if (parsed.is_array()) {
     for (const json& line : parsed) {
       if (line.is_string()) {
@@ -319,7 +319,7 @@ void print_explanation(const Cli& cli, const kcache::cachekey::Explanation& e) {
     for (const auto& d : e.diffs) {
       diffs.push_back({{"component", d.component}, {"a", d.a}, {"b", d.b}, {"details", d.details}});
     }
-    std::cout << kcache::cachekey::json_text(
+    std::cout << kcache::protocol::json_text(
                      json{{"key_a", e.key_a}, {"key_b", e.key_b}, {"diffs", diffs}}, 2)
               << "\n";
   } else {
@@ -399,7 +399,7 @@ int cmd_verify(Cli& cli) {
     }
   }
   if (cli.json_output) {
-    std::cout << kcache::cachekey::json_text(
+    std::cout << kcache::protocol::json_text(
                      json{{"checked", checked}, {"repaired", repaired}, {"problems", problems}}, 2)
               << "\n";
   } else {
@@ -425,7 +425,7 @@ int cmd_gc(Cli& cli) {
   if (max.empty()) {
     return usage_error("gc needs --max-size SIZE");
   }
-  auto size = kcache::cachekey::parse_size(max);
+  auto size = kcache::protocol::parse_size(max);
   if (!size) {
     return usage_error(size.error());
   }
@@ -436,12 +436,12 @@ int cmd_gc(Cli& cli) {
     return rc;
   }
   if (cli.json_output) {
-    std::cout << kcache::cachekey::json_text(doc, 2) << "\n";
+    std::cout << kcache::protocol::json_text(doc, 2) << "\n";
   } else {
     std::printf("removed %llu entries (%s); %s -> %s\n", doc.value("removed_entries", 0ULL),
-                kcache::cachekey::format_size(doc.value("removed_bytes", 0ULL)).c_str(),
-                kcache::cachekey::format_size(doc.value("before_bytes", 0ULL)).c_str(),
-                kcache::cachekey::format_size(doc.value("after_bytes", 0ULL)).c_str());
+                kcache::protocol::format_size(doc.value("removed_bytes", 0ULL)).c_str(),
+                kcache::protocol::format_size(doc.value("before_bytes", 0ULL)).c_str(),
+                kcache::protocol::format_size(doc.value("after_bytes", 0ULL)).c_str());
   }
   return kOk;
 }

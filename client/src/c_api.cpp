@@ -3,6 +3,7 @@
 #include <kcache/client/client.h>
 #include <kcache/client/pack_headers.h>
 #include <kcache/kcache.h>
+#include <kcache/protocol/json_text.h>
 
 #include <nlohmann/json.hpp>
 #include <tl/expected.hpp>
@@ -74,7 +75,7 @@ const std::string* value_file(const kcache::client::Artifact& artifact) {
 // {"producer", "metadata", "manifest"} as PutOptions; metadata values that are
 // not strings keep their JSON text.
 tl::expected<kcache::client::PutOptions, std::string> put_options_from_json(const char* text) {
-  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json doc = kcache::protocol::parse_json_or_discarded(text);
   if (doc.is_discarded() || !doc.is_object()) {
     return tl::unexpected(std::string("record_json is not a JSON object"));
   }
@@ -277,7 +278,7 @@ kcache_status kcache_submit(kcache_client* client, const char* key, const char* 
     }
     nlohmann::json doc{{"status", submitted->status}, {"message", submitted->message}};
     if (submitted->job) {
-      doc["job"] = nlohmann::json::parse(submitted->job->json, nullptr, false);
+      doc["job"] = kcache::protocol::parse_json_or_discarded(submitted->job->json);
     }
     if (!fill(answer, doc.dump())) {
       return fail(KCACHE_ERR_PROTOCOL, "out of memory");
@@ -331,10 +332,10 @@ kcache_status kcache_get_or_compile(kcache_client* client, const char* key, cons
                                    : outcome->kind == Kind::kPending  ? "pending"
                                                                       : "failed"}};
     if (outcome->artifact) {
-      doc["record"] = nlohmann::json::parse(outcome->artifact->record_json, nullptr, false);
+      doc["record"] = kcache::protocol::parse_json_or_discarded(outcome->artifact->record_json);
     }
     if (outcome->job) {
-      doc["job"] = nlohmann::json::parse(outcome->job->json, nullptr, false);
+      doc["job"] = kcache::protocol::parse_json_or_discarded(outcome->job->json);
     }
     if (info != nullptr && !fill(info, doc.dump())) {
       return fail(KCACHE_ERR_PROTOCOL, "out of memory");

@@ -1,8 +1,8 @@
 #include "responses.h"
 
-#include <kcache/cachekey/json_text.h>
-#include <kcache/cachekey/wire.h>
 #include <kcache/client/client.h>
+#include <kcache/protocol/json_text.h>
+#include <kcache/protocol/wire.h>
 
 #include <nlohmann/json.hpp>
 
@@ -11,18 +11,8 @@
 
 namespace kcache::client {
 
-namespace wire = cachekey::wire;
+namespace wire = protocol::wire;
 using nlohmann::json;
-
-namespace {
-
-std::int64_t steady_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-} // namespace
 
 Result<Artifact> decode_artifact(std::string key, std::string_view parts_body) {
   auto parts = wire::decode_parts(parts_body);
@@ -47,28 +37,10 @@ Result<std::unique_ptr<Client>> Client::create(ClientOptions options) {
 }
 
 Client::Client(PrivateTag, ClientOptions options, Endpoint endpoint)
-    : options_(std::move(options)), endpoint_(std::move(endpoint)) {}
+    : options_(std::move(options)), endpoint_(std::move(endpoint)),
+      pool_(options_.max_idle_connections), down_({1, options_.down_backoff}) {}
 
 Client::~Client() = default;
-
-std::unique_ptr<Connection> Client::checkout() {
-  {
-    std::lock_guard lock(pool_mu_);
-    if (!idle_.empty()) {
-      auto c = std::move(idle_.back());
-      idle_.pop_back();
-      return c;
-    }
-  }
-  return make_connection(endpoint_);
-}
-
-void Client::checkin(std::unique_ptr<Connection> connection) {
-  std::lock_guard lock(pool_mu_);
-  if (idle_.size() < options_.max_idle_connections) {
-    idle_.push_back(std::move(connection));
-  }
-}
 
 Result<HttpResponse> Client::round_trip(const HttpRequest& request) {
   return round_trip(request, options_.timeout);
@@ -77,17 +49,21 @@ Result<HttpResponse> Client::round_trip(const HttpRequest& request) {
 Result<HttpResponse> Client::round_trip(const HttpRequest& request,
                                         std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  if (steady_ms() < down_until_ms_.load(std::memory_order_relaxed)) {
+  if (!down_.allow()) {
     return tl::unexpected(ClientError{ErrorCode::kUnavailable, 0,
                                       "kcached was unreachable moments ago; backing off"});
   }
   ClientError last{ErrorCode::kUnavailable, 0, "no attempt made"};
   for (int attempt = 0; attempt <= options_.retries; ++attempt) {
-    auto connection = checkout();
+    auto connection = pool_.take();
+    if (!connection) {
+      connection = make_connection(endpoint_);
+    }
     const bool reused = connection->reused();
     auto res = connection->round_trip(request, deadline, options_.connect_timeout);
     if (res) {
-      checkin(std::move(connection));
+      pool_.give_back(std::move(connection));
+      down_.record_success();
       return res;
     }
     last = res.error();
@@ -102,8 +78,11 @@ Result<HttpResponse> Client::round_trip(const HttpRequest& request,
     }
     std::this_thread::sleep_for(options_.retry_backoff * (1 << attempt));
   }
+  // Only an unreachable daemon backs off; a slow or confused one was reached.
   if (last.code == ErrorCode::kUnavailable) {
-    down_until_ms_.store(steady_ms() + options_.down_backoff.count(), std::memory_order_relaxed);
+    down_.record_failure();
+  } else {
+    down_.record_success();
   }
   return tl::unexpected(last);
 }
@@ -152,7 +131,7 @@ Result<void> Client::put(std::string_view key, const std::vector<File>& files,
   }
   json head{{"producer", options.producer}, {"metadata", options.metadata}};
   if (!options.manifest_json.empty()) {
-    const json manifest = json::parse(options.manifest_json, nullptr, false);
+    const json manifest = protocol::parse_json_or_discarded(options.manifest_json);
     if (manifest.is_discarded()) {
       return tl::unexpected(ClientError{ErrorCode::kInvalid, 0, "manifest_json is not JSON"});
     }
@@ -160,7 +139,7 @@ Result<void> Client::put(std::string_view key, const std::vector<File>& files,
   }
   std::vector<wire::Part> parts;
   parts.reserve(files.size() + 1);
-  parts.push_back({"record", cachekey::json_text(head)});
+  parts.push_back({"record", protocol::json_text(head)});
   for (const File& f : files) {
     parts.push_back({f.name, f.data});
   }

@@ -2,8 +2,9 @@
 
 #include "responses.h"
 
-#include <kcache/cachekey/json_text.h>
 #include <kcache/client/client.h>
+#include <kcache/protocol/job.h>
+#include <kcache/protocol/json_text.h>
 
 #include <nlohmann/json.hpp>
 
@@ -18,23 +19,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-JobStatus parse_job(const json& doc, std::string text) {
+Result<JobStatus> parse_job(const json& doc, std::string text, int http_status) {
+  auto view = protocol::job_from_json(doc);
+  if (!view) {
+    return tl::unexpected(
+        ClientError{ErrorCode::kProtocol, http_status, "malformed job answer: " + view.error()});
+  }
   JobStatus job;
-  job.id = doc.value("id", std::string());
-  job.state = doc.value("state", std::string());
-  if (const auto e = doc.find("error"); e != doc.end() && e->is_object()) {
-    job.error_code = e->value("code", std::string());
-    job.error_message = e->value("message", std::string());
-  }
-  job.log = doc.value("log", std::string());
-  if (const auto keys = doc.find("keys"); keys != doc.end() && keys->is_array()) {
-    for (const json& k : *keys) {
-      if (k.is_string()) {
-        job.keys.push_back(k.get<std::string>());
-      }
-    }
-  }
-  job.compile_ms = doc.value("compile_ms", std::int64_t{0});
+  static_cast<protocol::JobView&>(job) = std::move(*view);
   job.json = std::move(text);
   return job;
 }
@@ -43,11 +35,7 @@ Result<JobStatus> job_from_response(const HttpResponse& res) {
   if (res.status != 200) {
     return tl::unexpected(from_status(res));
   }
-  const json doc = json::parse(res.body, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_object() || !doc.contains("state")) {
-    return tl::unexpected(ClientError{ErrorCode::kProtocol, res.status, "malformed job answer"});
-  }
-  return parse_job(doc, res.body);
+  return parse_job(protocol::parse_json_or_discarded(res.body), res.body, res.status);
 }
 
 } // namespace
@@ -58,7 +46,7 @@ Result<Submitted> Client::submit(std::string_view key, std::string_view spec_jso
       return tl::unexpected(ok.error());
     }
   }
-  json spec = json::parse(spec_json, nullptr, /*allow_exceptions=*/false);
+  json spec = protocol::parse_json_or_discarded(spec_json);
   if (!spec.is_object()) {
     return tl::unexpected(
         ClientError{ErrorCode::kInvalid, 0, "the compile spec is not a JSON object"});
@@ -67,12 +55,12 @@ Result<Submitted> Client::submit(std::string_view key, std::string_view spec_jso
   if (!key.empty()) {
     body["key"] = key;
   }
-  auto res = request(HttpMethod::kPost, "/v1/jobs", cachekey::json_text(body),
-                     cachekey::wire::kJsonContentType);
+  auto res = request(HttpMethod::kPost, "/v1/jobs", protocol::json_text(body),
+                     protocol::wire::kJsonContentType);
   if (!res) {
     return tl::unexpected(res.error());
   }
-  const json doc = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+  const json doc = protocol::parse_json_or_discarded(res->body);
   const std::string status = doc.is_object() ? doc.value("status", std::string()) : "";
   if ((res->status != 200 && res->status != 202 && status != "busy") || status.empty()) {
     return tl::unexpected(from_status(*res));
@@ -82,7 +70,11 @@ Result<Submitted> Client::submit(std::string_view key, std::string_view spec_jso
   out.message = doc.value("message", std::string());
   out.retry_after = std::chrono::milliseconds(doc.value("retry_after_ms", 0));
   if (const auto job = doc.find("job"); job != doc.end() && job->is_object()) {
-    out.job = parse_job(*job, job->dump());
+    auto parsed = parse_job(*job, protocol::json_text(*job), res->status);
+    if (!parsed) {
+      return tl::unexpected(parsed.error());
+    }
+    out.job = std::move(*parsed);
   }
   return out;
 }
@@ -168,7 +160,7 @@ Result<CompileOutcome> Client::get_or_compile(const CompileRequest& request) {
       }
       job = std::move(*polled);
     }
-    if (job.state != "succeeded") {
+    if (job.state != JobState::kSucceeded) {
       return CompileOutcome{Kind::kFailed, std::nullopt, std::move(job)};
     }
     return fetch(Kind::kCompiled, std::move(job));

@@ -1,6 +1,7 @@
 #include <kcache/cachekey/compiler_flags.h>
 #include <kcache/cachekey/source_includes.h>
 #include <kcache/client/pack_headers.h>
+#include <kcache/protocol/json_text.h>
 
 #include <nlohmann/json.hpp>
 
@@ -244,7 +245,7 @@ private:
 };
 
 Result<json> parse_spec(std::string_view spec_json) {
-  json doc = json::parse(spec_json, nullptr, /*allow_exceptions=*/false);
+  json doc = protocol::parse_json_or_discarded(spec_json);
   if (doc.is_discarded() || !doc.is_object()) {
     return invalid("the spec is not a JSON object");
   }

@@ -1,8 +1,9 @@
 #pragma once
 // Turning the daemon's answers into ClientErrors; shared by the client's files.
 
-#include <kcache/cachekey/wire.h>
 #include <kcache/client/http_transport.h>
+#include <kcache/protocol/json_text.h>
+#include <kcache/protocol/wire.h>
 
 #include <nlohmann/json.hpp>
 
@@ -12,7 +13,7 @@ namespace kcache::client {
 
 inline ClientError from_status(const HttpResponse& res) {
   std::string message = res.body;
-  const nlohmann::json doc = nlohmann::json::parse(res.body, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json doc = protocol::parse_json_or_discarded(res.body);
   if (doc.is_object() && doc.contains("error") && doc["error"].is_string()) {
     message = doc["error"].get<std::string>();
   }
@@ -21,7 +22,7 @@ inline ClientError from_status(const HttpResponse& res) {
 }
 
 inline Result<void> check_key(std::string_view key) {
-  if (!cachekey::wire::is_valid_action_key(key)) {
+  if (!protocol::wire::is_valid_action_key(key)) {
     return tl::unexpected(
         ClientError{ErrorCode::kInvalid, 0, "invalid key (1-512 characters of [A-Za-z0-9._:+=-])"});
   }

@@ -1,5 +1,5 @@
-#include <kcache/cachekey/json_text.h>
 #include <kcache/compiler/autotune_run.h>
+#include <kcache/protocol/json_text.h>
 
 #include <nlohmann/json.hpp>
 
@@ -15,11 +15,11 @@ namespace {
 
 // The search as the bench worker reads it, with this round's repeat count.
 std::string with_repeats(const std::string& search_json, int repeats) {
-  json doc = json::parse(search_json, nullptr, /*allow_exceptions=*/false);
+  json doc = protocol::parse_json_or_discarded(search_json);
   if (doc.is_object() && doc.contains("benchmark")) {
     doc["benchmark"]["repeats"] = repeats;
   }
-  return cachekey::json_text(doc);
+  return protocol::json_text(doc);
 }
 
 } // namespace
@@ -123,19 +123,19 @@ tl::expected<TuningTable, std::string> tuning_table_from_json(const json& doc) {
     if (doc.contains("winner") && doc["winner"].is_string()) {
       t.winner = doc["winner"].get<std::string>();
     }
-    t.benchmarked = cachekey::json_integer(doc, "benchmarked", std::size_t{0});
-    t.timed_runs = cachekey::json_integer(doc, "timed_runs", std::size_t{0});
+    t.benchmarked = protocol::json_integer(doc, "benchmarked", std::size_t{0});
+    t.timed_runs = protocol::json_integer(doc, "timed_runs", std::size_t{0});
     t.bench_seconds = doc.value("bench_seconds", 0.0);
     for (const json& r : doc.at("rows")) {
       TuningRow row;
       row.id = r.at("id").get<std::string>();
       for (const auto& [name, value] : r.at("params").items()) {
-        row.params[name] = cachekey::json_integer<std::int64_t>(value);
+        row.params[name] = protocol::json_integer<std::int64_t>(value);
       }
       row.status = r.at("status").get<std::string>();
       row.median_us = r.value("median_us", 0.0);
       row.max_error = r.value("max_error", 0.0);
-      row.rounds = cachekey::json_integer(r, "rounds", 0);
+      row.rounds = protocol::json_integer(r, "rounds", 0);
       row.error = r.value("error", std::string());
       t.rows.push_back(std::move(row));
     }

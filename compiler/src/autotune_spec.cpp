@@ -1,5 +1,5 @@
-#include <kcache/cachekey/json_text.h>
 #include <kcache/compiler/autotune_spec.h>
+#include <kcache/protocol/json_text.h>
 
 #include <nlohmann/json.hpp>
 
@@ -23,7 +23,7 @@ tl::unexpected<std::string> fail(const std::string& what) {
 std::vector<std::int64_t> integers(const json& list) {
   std::vector<std::int64_t> out;
   for (const json& v : list) {
-    out.push_back(cachekey::json_integer<std::int64_t>(v));
+    out.push_back(protocol::json_integer<std::int64_t>(v));
   }
   return out;
 }
@@ -36,7 +36,7 @@ tl::expected<std::vector<std::int64_t>, std::string> param_values(const std::str
       if (!v.is_number_integer()) {
         return fail("parameter " + name + ": values must be integers");
       }
-      values.push_back(cachekey::json_integer<std::int64_t>(v));
+      values.push_back(protocol::json_integer<std::int64_t>(v));
     }
   } else if (spec.is_object() && spec.contains("range")) {
     const auto r = integers(spec["range"]);
@@ -110,7 +110,7 @@ tl::expected<BenchmarkSpec, std::string> parse_benchmark(const json& doc) {
     if (!value.is_number_integer()) {
       return fail("shape " + name + " must be an integer");
     }
-    b.shapes[name] = cachekey::json_integer<std::int64_t>(value);
+    b.shapes[name] = protocol::json_integer<std::int64_t>(value);
   }
   for (const json& a : doc.at("args")) {
     BenchArg arg;
@@ -129,7 +129,7 @@ tl::expected<BenchmarkSpec, std::string> parse_benchmark(const json& doc) {
       }
       arg.count = std::move(**count);
       arg.output = a.value("output", false);
-      arg.seed = cachekey::json_integer(a, "seed", 1U);
+      arg.seed = protocol::json_integer(a, "seed", 1U);
       if (a.contains("range")) {
         const auto r = a["range"].get<std::vector<double>>();
         if (r.size() != 2 || !(r[0] <= r[1])) {
@@ -170,12 +170,12 @@ tl::expected<BenchmarkSpec, std::string> parse_benchmark(const json& doc) {
     if (!value.is_number_integer()) {
       return fail("reference parameter " + name + " must be an integer");
     }
-    b.reference[name] = cachekey::json_integer<std::int64_t>(value);
+    b.reference[name] = protocol::json_integer<std::int64_t>(value);
   }
   b.tolerance = doc.value("tolerance", 1e-3);
-  b.warmup = std::clamp(cachekey::json_integer(doc, "warmup", 1), 0, 100);
-  b.repeats = std::clamp(cachekey::json_integer(doc, "repeats", 5), 1, 1000);
-  b.rotate = std::clamp(cachekey::json_integer(doc, "rotate", 2), 1, 16);
+  b.warmup = std::clamp(protocol::json_integer(doc, "warmup", 1), 0, 100);
+  b.repeats = std::clamp(protocol::json_integer(doc, "repeats", 5), 1, 1000);
+  b.rotate = std::clamp(protocol::json_integer(doc, "rotate", 2), 1, 16);
   return b;
 }
 
@@ -194,13 +194,13 @@ std::size_t dtype_size(DType dtype) {
 }
 
 tl::expected<AutotuneSearch, std::string> parse_autotune(std::string_view json_text) {
-  const json doc = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  const json doc = protocol::parse_json_or_discarded(json_text);
   if (!doc.is_object()) {
     return fail("the search is not a JSON object");
   }
   try {
     AutotuneSearch s;
-    s.json = cachekey::json_text(doc);
+    s.json = protocol::json_text(doc);
     std::size_t space = 1;
     for (const auto& [name, values] : doc.at("params").items()) {
       auto v = param_values(name, values);
@@ -235,17 +235,17 @@ tl::expected<AutotuneSearch, std::string> parse_autotune(std::string_view json_t
     } else if (kind == "random") {
       s.strategy.kind = Strategy::Kind::kRandom;
       s.strategy.k =
-          std::max<std::size_t>(1, cachekey::json_integer(strategy, "k", std::size_t{8}));
-      s.strategy.seed = cachekey::json_integer(strategy, "seed", 1U);
+          std::max<std::size_t>(1, protocol::json_integer(strategy, "k", std::size_t{8}));
+      s.strategy.seed = protocol::json_integer(strategy, "seed", 1U);
     } else if (kind == "halving") {
       s.strategy.kind = Strategy::Kind::kHalving;
-      s.strategy.eta = std::clamp(cachekey::json_integer(strategy, "eta", 2), 2, 16);
+      s.strategy.eta = std::clamp(protocol::json_integer(strategy, "eta", 2), 2, 16);
     } else {
       return fail("unknown strategy '" + kind + "' (exhaustive, random, halving)");
     }
     const json budget = doc.value("budget", json::object());
     s.budget.max_variants =
-        std::max<std::size_t>(1, cachekey::json_integer(budget, "max_variants", std::size_t{256}));
+        std::max<std::size_t>(1, protocol::json_integer(budget, "max_variants", std::size_t{256}));
     s.budget.max_seconds = budget.value("max_seconds", 600.0);
     return s;
   } catch (const json::exception& e) {

@@ -1,13 +1,13 @@
-#include <kcache/cachekey/json_text.h>
-#include <kcache/cachekey/wire.h>
 #include <kcache/compiler/bench_protocol.h>
+#include <kcache/protocol/json_text.h>
+#include <kcache/protocol/wire.h>
 
 #include <nlohmann/json.hpp>
 
 namespace kcache::compiler {
 
 using nlohmann::json;
-namespace wire = cachekey::wire;
+namespace wire = protocol::wire;
 
 namespace {
 
@@ -22,13 +22,13 @@ std::string encode_bench_request(const BenchRequest& request) {
   for (const BenchVariant& v : request.variants) {
     variants.push_back(variant_json(v));
   }
-  const json head{{"search", json::parse(request.search_json, nullptr, false)},
+  const json head{{"search", protocol::parse_json_or_discarded(request.search_json)},
                   {"device", request.device},
                   {"entry", request.entry},
                   {"reference", variant_json(request.reference)},
                   {"check", request.check},
                   {"variants", std::move(variants)}};
-  std::vector<wire::Part> parts = {{"request", cachekey::json_text(head)},
+  std::vector<wire::Part> parts = {{"request", protocol::json_text(head)},
                                    {request.reference.id, request.reference.binary}};
   for (const BenchVariant& v : request.variants) {
     parts.push_back({v.id, v.binary});
@@ -41,7 +41,7 @@ tl::expected<BenchRequest, std::string> decode_bench_request(std::string_view bo
   if (!parts || parts->empty() || (*parts)[0].name != "request") {
     return tl::unexpected(std::string("bench request: malformed parts body"));
   }
-  const json head = json::parse((*parts)[0].data, nullptr, /*allow_exceptions=*/false);
+  const json head = protocol::parse_json_or_discarded((*parts)[0].data);
   if (!head.is_object()) {
     return tl::unexpected(std::string("bench request: the head is not a JSON object"));
   }
@@ -59,7 +59,7 @@ tl::expected<BenchRequest, std::string> decode_bench_request(std::string_view bo
       BenchVariant out;
       out.id = v.at("id").get<std::string>();
       for (const auto& [name, value] : v.at("params").items()) {
-        out.params[name] = cachekey::json_integer<std::int64_t>(value);
+        out.params[name] = protocol::json_integer<std::int64_t>(value);
       }
       const auto binary = binaries.find(out.id);
       if (binary == binaries.end()) {
@@ -95,11 +95,11 @@ std::string encode_bench_result(const BenchResult& r) {
   if (!r.error.empty()) {
     out["error"] = r.error;
   }
-  return cachekey::json_text(out);
+  return protocol::json_text(out);
 }
 
 tl::expected<BenchResult, std::string> decode_bench_result(std::string_view line) {
-  const json in = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  const json in = protocol::parse_json_or_discarded(line);
   if (!in.is_object()) {
     return tl::unexpected(std::string("bench result is not a JSON object"));
   }

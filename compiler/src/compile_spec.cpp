@@ -1,7 +1,7 @@
 #include <kcache/cachekey/canonical_writer.h>
-#include <kcache/cachekey/json_text.h>
 #include <kcache/cachekey/options.h>
 #include <kcache/compiler/compile_spec.h>
+#include <kcache/protocol/json_text.h>
 
 #include <nlohmann/json.hpp>
 
@@ -67,7 +67,7 @@ std::string spec_to_json(const CompileSpec& spec) {
   for (const SourceFile& h : spec.headers) {
     headers.push_back(file(h));
   }
-  return cachekey::json_text(json{{"backend", backend_name(spec.backend)},
+  return protocol::json_text(json{{"backend", backend_name(spec.backend)},
                                   {"source", file(spec.source)},
                                   {"headers", std::move(headers)},
                                   {"name_expressions", spec.name_expressions},
@@ -77,7 +77,7 @@ std::string spec_to_json(const CompileSpec& spec) {
 }
 
 tl::expected<CompileSpec, std::string> spec_from_json(std::string_view text) {
-  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const json doc = protocol::parse_json_or_discarded(text);
   if (doc.is_discarded() || !doc.is_object()) {
     return tl::unexpected(std::string("compile spec is not a JSON object"));
   }

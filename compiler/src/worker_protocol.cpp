@@ -1,6 +1,6 @@
-#include <kcache/cachekey/json_text.h>
-#include <kcache/cachekey/wire.h>
 #include <kcache/compiler/worker_protocol.h>
+#include <kcache/protocol/json_text.h>
+#include <kcache/protocol/wire.h>
 
 #include <nlohmann/json.hpp>
 
@@ -9,7 +9,7 @@
 namespace kcache::compiler {
 
 using nlohmann::json;
-namespace wire = cachekey::wire;
+namespace wire = protocol::wire;
 
 namespace {
 constexpr std::array<std::pair<CompileError::Code, std::string_view>, 6> kCodes = {
@@ -46,7 +46,7 @@ std::string encode_worker_outcome(const CompileOutcome& outcome,
     log = outcome.error().log;
   }
   return wire::encode_parts(
-      {{"outcome", cachekey::json_text(head)}, {"binary", binary}, {"log", log}});
+      {{"outcome", protocol::json_text(head)}, {"binary", binary}, {"log", log}});
 }
 
 WorkerOutcome decode_worker_outcome(std::string_view bytes) {
@@ -58,7 +58,7 @@ WorkerOutcome decode_worker_outcome(std::string_view bytes) {
   if (!parts || parts->size() != 3 || (*parts)[0].name != "outcome") {
     return internal("kcache-worker sent a malformed reply");
   }
-  const json head = json::parse((*parts)[0].data, nullptr, /*allow_exceptions=*/false);
+  const json head = protocol::parse_json_or_discarded((*parts)[0].data);
   if (!head.is_object() || !head.contains("ok")) {
     return internal("kcache-worker sent a malformed outcome");
   }
@@ -71,7 +71,7 @@ WorkerOutcome decode_worker_outcome(std::string_view bytes) {
       r.kind = parse_output(kind).value_or(OutputKind::kCubin);
       r.lowered_names = head.value("lowered_names", std::map<std::string, std::string>());
       r.duration =
-          std::chrono::microseconds(cachekey::json_integer(head, "duration_us", std::int64_t{0}));
+          std::chrono::microseconds(protocol::json_integer(head, "duration_us", std::int64_t{0}));
       r.binary = std::move((*parts)[1].data);
       r.log = std::move((*parts)[2].data);
       out.outcome = std::move(r);
@@ -102,7 +102,7 @@ std::string encode_toolchains(const Toolchains& toolchains) {
   for (const auto& [backend, fingerprint] : toolchains) {
     out[std::string(backend_name(backend))] = fingerprint.components();
   }
-  return cachekey::json_text(out);
+  return protocol::json_text(out);
 }
 
 std::string encode_host_target(const HostTarget& host) {
@@ -110,7 +110,7 @@ std::string encode_host_target(const HostTarget& host) {
 }
 
 tl::expected<HostTarget, std::string> decode_host_target(std::string_view text) {
-  const json in = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const json in = protocol::parse_json_or_discarded(text);
   if (!in.is_object() || !in.contains("cpu") || !in["cpu"].is_string() ||
       !in.contains("features") || !in["features"].is_string() ||
       in["cpu"].get<std::string>().empty()) {
@@ -120,7 +120,7 @@ tl::expected<HostTarget, std::string> decode_host_target(std::string_view text) 
 }
 
 tl::expected<Toolchains, std::string> decode_toolchains(std::string_view text) {
-  const json in = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const json in = protocol::parse_json_or_discarded(text);
   if (!in.is_object()) {
     return tl::unexpected(std::string("toolchain list is not a JSON object"));
   }

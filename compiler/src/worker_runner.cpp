@@ -79,7 +79,8 @@ WorkerOutcome failure(CompileError::Code code, std::string message, std::string 
 constexpr std::size_t kMaxStderr = 1 << 20;
 constexpr std::size_t kStderrTail = 4096;
 
-std::string tail(const std::string& s, std::size_t n = kStderrTail) {
+// The cleaned end of a worker's stderr (log_tail does the cutting).
+std::string stderr_tail(const std::string& s, std::size_t n = kStderrTail) {
   return log_tail(clean_log(s), n);
 }
 
@@ -341,7 +342,8 @@ WorkerOutcome WorkerRunner::run(const CompileSpec& spec, const std::stop_token& 
     }
     std::string log = said != nullptr ? said->log : std::string();
     if (!x.errors.empty()) {
-      log += (log.empty() ? "" : "\n") + std::string("kcache-worker stderr:\n") + tail(x.errors);
+      log += (log.empty() ? "" : "\n") + std::string("kcache-worker stderr:\n") +
+             stderr_tail(x.errors);
     }
     decoded.outcome = tl::unexpected(limit_error(*limit, x, why, log));
     return decoded;
@@ -350,17 +352,17 @@ WorkerOutcome WorkerRunner::run(const CompileSpec& spec, const std::stop_token& 
     return failure(CompileError::Code::kCompileFailed,
                    std::string("kcache-worker crashed with signal ") +
                        ::strsignal(WTERMSIG(status)),
-                   tail(x.errors));
+                   stderr_tail(x.errors));
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && x.reply.empty()) {
     return failure(CompileError::Code::kUnavailable, "cannot run " + worker_binary_,
-                   tail(x.errors));
+                   stderr_tail(x.errors));
   }
   if (x.reply.empty()) {
     return failure(CompileError::Code::kCompileFailed,
                    "kcache-worker exited with status " + std::to_string(WEXITSTATUS(status)) +
                        " without a reply",
-                   tail(x.errors));
+                   stderr_tail(x.errors));
   }
   if (!decoded.outcome) {
     // What the compiler printed past its log (a crash's last words, a
@@ -368,8 +370,8 @@ WorkerOutcome WorkerRunner::run(const CompileSpec& spec, const std::stop_token& 
     // already, but a daemon does not trust its workers' bytes.
     CompileError& e = decoded.outcome.error();
     if (!x.errors.empty()) {
-      e.log +=
-          (e.log.empty() ? "" : "\n") + std::string("kcache-worker stderr:\n") + tail(x.errors);
+      e.log += (e.log.empty() ? "" : "\n") + std::string("kcache-worker stderr:\n") +
+               stderr_tail(x.errors);
     }
     e = tidy_error(std::move(e));
   }
@@ -405,7 +407,7 @@ std::vector<BenchResult> WorkerRunner::bench(const BenchRequest& request,
             ? std::string("crashed with signal ") + ::strsignal(WTERMSIG(x.status))
             : "the bench worker exited with status " + std::to_string(WEXITSTATUS(x.status));
     if (!x.errors.empty()) {
-      why += ": " + tail(x.errors, 400);
+      why += ": " + stderr_tail(x.errors, 400);
     }
     std::vector<BenchVariant> rest;
     bool blamed = false;
@@ -442,7 +444,8 @@ tl::expected<Toolchains, std::string> WorkerRunner::toolchains() const {
     return tl::unexpected(x.start_error);
   }
   if (x.timed_out || !WIFEXITED(x.status) || WEXITSTATUS(x.status) != 0) {
-    return tl::unexpected("cannot run " + worker_binary_ + " --toolchains: " + tail(x.errors, 400));
+    return tl::unexpected("cannot run " + worker_binary_ +
+                          " --toolchains: " + stderr_tail(x.errors, 400));
   }
   return decode_toolchains(x.reply);
 }
@@ -457,7 +460,7 @@ tl::expected<std::string, std::string> WorkerRunner::sandbox() const {
     said.pop_back();
   }
   if (x.timed_out || !WIFEXITED(x.status) || WEXITSTATUS(x.status) != 0) {
-    return tl::unexpected(said.empty() ? tail(x.errors, 400) : said);
+    return tl::unexpected(said.empty() ? stderr_tail(x.errors, 400) : said);
   }
   return said;
 }
@@ -469,7 +472,7 @@ tl::expected<HostTarget, std::string> WorkerRunner::host_target() const {
   }
   if (x.timed_out || !WIFEXITED(x.status) || WEXITSTATUS(x.status) != 0) {
     return tl::unexpected("cannot run " + worker_binary_ +
-                          " --host-target: " + tail(x.errors, 400));
+                          " --host-target: " + stderr_tail(x.errors, 400));
   }
   return decode_host_target(x.reply);
 }

@@ -17,10 +17,10 @@
 #include "corpus.h"
 
 #include <kcache/cachekey/hardware.h>
-#include <kcache/cachekey/json_text.h>
 #include <kcache/cachekey/key_manifest.h>
 #include <kcache/cachekey/sha256.h>
 #include <kcache/client/client.h>
+#include <kcache/protocol/json_text.h>
 
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -171,7 +171,7 @@ int run_phase(const Options& opt) {
       auto job = kc.job(it->second);
       if (job && job->finished()) {
         compile_ms += static_cast<std::size_t>(job->compile_ms);
-        if (job->state != "succeeded") {
+        if (job->state != kcache::client::JobState::kSucceeded) {
           ++failed;
           std::fprintf(stderr, "\ntrainer: %s failed: %s\n%s\n", corpus[it->first].name.c_str(),
                        job->error_message.c_str(), job->log.c_str());
@@ -180,8 +180,8 @@ int run_phase(const Options& opt) {
         continue;
       }
       if (job) {
-        running += job->state == "running";
-        queued += job->state == "queued";
+        running += job->state == kcache::client::JobState::kRunning;
+        queued += job->state == kcache::client::JobState::kQueued;
       }
       ++it;
     }

@@ -3,7 +3,7 @@
 
 #include "responses.h"
 
-#include <kcache/cachekey/wire.h>
+#include <kcache/protocol/wire.h>
 #include <kcache/service/request_handler.h>
 #include <kcache/storage/maintenance.h>
 
@@ -14,7 +14,7 @@
 
 namespace kcache::service {
 
-namespace wire = cachekey::wire;
+namespace wire = protocol::wire;
 using nlohmann::json;
 using storage::Area;
 

@@ -1,3 +1,4 @@
+#include <kcache/protocol/enum_names.h>
 #include <kcache/service/config.h>
 #include <kcache/storage/store_factory.h>
 
@@ -45,20 +46,21 @@ tl::expected<std::uint64_t, std::string> parse_uint(std::string_view text, std::
 
 } // namespace
 
+namespace {
+
+constexpr protocol::EnumNames<Role, 4> kRoles({{{Role::kRead, "read"},
+                                                {Role::kSubmit, "submit"},
+                                                {Role::kWrite, "write"},
+                                                {Role::kAdmin, "admin"}}});
+
+} // namespace
+
 tl::expected<Role, std::string> parse_role(std::string_view name) {
-  if (name == "read") {
-    return Role::kRead;
-  }
-  if (name == "submit") {
-    return Role::kSubmit;
-  }
-  if (name == "write") {
-    return Role::kWrite;
-  }
-  if (name == "admin") {
-    return Role::kAdmin;
-  }
-  return fail("unknown role '" + std::string(name) + "' (read, submit, write, admin)");
+  return kRoles.parse_or_error("role", name);
+}
+
+std::string_view role_name(Role role) {
+  return kRoles.name(role);
 }
 
 tl::expected<ServiceConfig, std::string> load_config_file(const std::string& path,

@@ -1,4 +1,4 @@
-#include <kcache/cachekey/json_text.h>
+#include <kcache/protocol/json_text.h>
 #include <kcache/service/http_server.h>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -69,7 +69,7 @@ Response plain_error(http::status status, const std::string& message) {
   res.set(http::field::server, "kcached");
   res.set(http::field::content_type, "application/json");
   res.keep_alive(false);
-  res.body() = cachekey::json_text(nlohmann::json{{"error", message}});
+  res.body() = protocol::json_text(nlohmann::json{{"error", message}});
   res.prepare_payload();
   return res;
 }

@@ -1,5 +1,5 @@
-#include <kcache/cachekey/json_text.h>
 #include <kcache/cachekey/sha256.h>
+#include <kcache/protocol/json_text.h>
 #include <kcache/service/job_autotune.h>
 
 #include <nlohmann/json.hpp>
@@ -10,7 +10,7 @@ using nlohmann::json;
 
 tl::expected<AutotuneCoordinator::Search, std::string>
 AutotuneCoordinator::parse(const std::string& spec_json) {
-  const json doc = json::parse(spec_json, nullptr, /*allow_exceptions=*/false);
+  const json doc = protocol::parse_json_or_discarded(spec_json);
   if (!doc.is_object() || !doc.contains("autotune")) {
     return tl::unexpected(std::string("not an autotune spec"));
   }
@@ -129,7 +129,7 @@ AutotuneCoordinator::benchmark(const std::string& id, const State& state,
       out.failure = "no variant ran correctly";
     }
   }
-  out.table_json = cachekey::json_text(compiler::tuning_table_json(table));
+  out.table_json = protocol::json_text(compiler::tuning_table_json(table));
 
   // The winner is the artifact; the table goes with it, readable by `kcache show`.
   const compiler::CompiledVariant* winner = nullptr;
@@ -141,7 +141,7 @@ AutotuneCoordinator::benchmark(const std::string& id, const State& state,
   if (out.failure.empty() && winner != nullptr && !cancel.stop_requested()) {
     const std::map<std::string, std::string> metadata = {
         {"autotune_winner", winner->variant.id},
-        {"autotune_params", cachekey::json_text(json(winner->variant.params))},
+        {"autotune_params", protocol::json_text(json(winner->variant.params))},
         {"tuning_class", tuning_class},
         {"autotune_table", out.table_json},
         {"job", id}};

@@ -1,16 +1,15 @@
 #include <kcache/cachekey/sha256.h>
-#include <kcache/cachekey/wire.h>
 #include <kcache/compiler/spec_check.h>
-#include <kcache/service/enum_names.h>
+#include <kcache/protocol/clock.h>
+#include <kcache/protocol/enum_names.h>
+#include <kcache/protocol/wire.h>
 #include <kcache/service/job_intake.h>
-
-#include <chrono>
 
 namespace kcache::service {
 
 namespace {
 
-constexpr EnumNames<SubmitStatus, 8>
+constexpr protocol::EnumNames<SubmitStatus, 8>
     kSubmitStatuses({{{SubmitStatus::kQueued, "queued"},
                       {SubmitStatus::kJoined, "joined"},
                       {SubmitStatus::kCached, "cached"},
@@ -19,12 +18,6 @@ constexpr EnumNames<SubmitStatus, 8>
                       {SubmitStatus::kInvalid, "invalid"},
                       {SubmitStatus::kUnavailable, "unavailable"},
                       {SubmitStatus::kStoreError, "store-error"}}});
-
-std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 } // namespace
 
@@ -87,7 +80,7 @@ JobIntake::compile(const Submission& submission) const {
     return tl::unexpected(SubmitResult{SubmitStatus::kUnavailable, std::nullopt, key.error()});
   }
   std::string client_key = submission.key.empty() ? *key : submission.key;
-  if (!cachekey::wire::is_valid_action_key(client_key)) {
+  if (!protocol::wire::is_valid_action_key(client_key)) {
     return tl::unexpected(
         SubmitResult{SubmitStatus::kInvalid, std::nullopt, "invalid key '" + client_key + "'"});
   }
@@ -109,7 +102,7 @@ Job JobIntake::job(const compiler::CompileSpec& spec, const std::string& compile
   job.entry = spec.name_expressions.empty() ? spec.source.name : spec.name_expressions.front();
   job.output = compiler::output_name(spec.output);
   job.priority = priority;
-  job.submitted_ms = now_ms();
+  job.submitted_ms = protocol::unix_now_ms();
   return job;
 }
 

@@ -1,4 +1,6 @@
 #include <kcache/cachekey/hardware.h>
+#include <kcache/protocol/clock.h>
+#include <kcache/protocol/json_text.h>
 #include <kcache/service/job_manager.h>
 #include <kcache/service/job_queue_local.h>
 
@@ -10,12 +12,6 @@
 namespace kcache::service {
 
 namespace {
-
-std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string cpu_tuning_class(const JobsConfig& config) {
   return !config.tuning_class.empty()
@@ -117,7 +113,7 @@ void JobManager::recover() {
         job.error_code = JobError::kInternal;
         job.error_message = "the job was interrupted " + std::to_string(job.attempts) +
                             " times (daemon restarts) and is not retried";
-        job.finished_ms = now_ms();
+        job.finished_ms = protocol::unix_now_ms();
         journal_locked(job);
       } else {
         job.state = JobState::kQueued;
@@ -129,7 +125,8 @@ void JobManager::recover() {
         ++resumed;
       }
     }
-    for (const std::string& evicted : table_.restore(std::move(job), now_ms(), Clock::now())) {
+    for (const std::string& evicted :
+         table_.restore(std::move(job), protocol::unix_now_ms(), Clock::now())) {
       if (auto ok = queue_->erase(evicted); !ok) {
         spdlog::warn("{}", ok.error());
       }
@@ -162,7 +159,7 @@ SubmitResult JobManager::submit(const Submission& submission) {
 }
 
 SubmitResult JobManager::submit_uncounted(const Submission& submission) {
-  const nlohmann::json doc = nlohmann::json::parse(submission.spec_json, nullptr, false);
+  const nlohmann::json doc = protocol::parse_json_or_discarded(submission.spec_json);
   if (doc.is_object() && doc.contains("autotune")) {
     return submit_autotune(submission);
   }
@@ -328,7 +325,7 @@ void JobManager::shutdown() {
 }
 
 JobManager::Finished JobManager::finish_locked(Job& job, JobState state) {
-  JobTable::Finished finished = table_.finish(job, state, now_ms(), Clock::now());
+  JobTable::Finished finished = table_.finish(job, state, protocol::unix_now_ms(), Clock::now());
   const Job& done = finished.job; // `job` may be gone (history 0)
   journal_locked(done);
   const AutotuneCoordinator::Touched touched = autotune_.on_child_finished(done, table_);

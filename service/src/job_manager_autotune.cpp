@@ -2,22 +2,13 @@
 // and finishing it after its benchmark. What a search is, its progress and
 // the benchmark itself are AutotuneCoordinator's (job_autotune.h).
 
-#include <kcache/cachekey/wire.h>
+#include <kcache/protocol/clock.h>
+#include <kcache/protocol/wire.h>
 #include <kcache/service/job_manager.h>
 
 #include <spdlog/spdlog.h>
 
 namespace kcache::service {
-
-namespace {
-
-std::int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-} // namespace
 
 SubmitResult JobManager::submit_autotune(const Submission& submission) {
   auto parsed = AutotuneCoordinator::parse(submission.spec_json);
@@ -51,7 +42,7 @@ SubmitResult JobManager::submit_autotune(const Submission& submission) {
   const std::string search_key =
       AutotuneCoordinator::search_key(*template_key, *parsed, tuning_class);
   const std::string key = submission.key.empty() ? search_key : submission.key;
-  if (!cachekey::wire::is_valid_action_key(key)) {
+  if (!protocol::wire::is_valid_action_key(key)) {
     return {SubmitStatus::kInvalid, std::nullopt, "invalid key '" + key + "'"};
   }
   if (auto cached = lookup_cached(key, search_key)) {
@@ -122,7 +113,7 @@ void JobManager::begin_autotune(const std::string& id) {
       callbacks = finish_locked(job, JobState::kFailed).callbacks;
     } else {
       job.state = JobState::kRunning;
-      job.started_ms = wall_ms();
+      job.started_ms = protocol::unix_now_ms();
       ++job.attempts;
       AutotuneCoordinator::State& state = autotune_.begin(id, *parsed);
       job.progress_done = 0;

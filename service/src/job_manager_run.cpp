@@ -3,6 +3,7 @@
 // autotune search's benchmark, job_manager_autotune.cpp).
 
 #include <kcache/compiler/diagnostics.h>
+#include <kcache/protocol/clock.h>
 #include <kcache/service/job_manager.h>
 
 namespace kcache::service {
@@ -11,16 +12,9 @@ using compiler::CompileError;
 
 namespace {
 
-std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-// Cut at a line or character boundary: the log stays valid UTF-8.
-std::string tail(const std::string& s, std::size_t n = 8000) {
-  return compiler::log_tail(s, n);
-}
+// What a job keeps of a compiler's log (log_tail cuts at a line or character
+// boundary: the log stays valid UTF-8).
+constexpr std::size_t kJobLogTail = 8000;
 
 } // namespace
 
@@ -45,7 +39,7 @@ void JobManager::run_job(const std::string& id) {
       }
     } else {
       job.state = JobState::kRunning;
-      job.started_ms = now_ms();
+      job.started_ms = protocol::unix_now_ms();
       ++job.attempts;
       journal_locked(job);
       metrics_.queue_seconds.observe(static_cast<double>(job.started_ms - job.submitted_ms) /
@@ -107,7 +101,7 @@ void JobManager::run_compile(const std::string& id, const std::stop_token& cance
     job.compile_ms = static_cast<std::int64_t>(seconds * 1000);
     if (result.outcome) {
       job.output_size = result.outcome->binary.size();
-      job.log = tail(result.outcome->log);
+      job.log = compiler::log_tail(result.outcome->log, kJobLogTail);
       if (publish_error.empty()) {
         callbacks = finish_locked(job, JobState::kSucceeded).callbacks;
       } else {
@@ -123,7 +117,7 @@ void JobManager::run_compile(const std::string& id, const std::stop_token& cance
       const CompileError& e = result.outcome.error();
       job.error_code = job_error_of(e.code);
       job.error_message = e.message;
-      job.log = tail(e.log);
+      job.log = compiler::log_tail(e.log, kJobLogTail);
       callbacks = finish_locked(job, e.code == CompileError::Code::kCancelled ? JobState::kCancelled
                                                                               : JobState::kFailed)
                       .callbacks;

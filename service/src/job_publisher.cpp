@@ -1,4 +1,4 @@
-#include <kcache/cachekey/json_text.h>
+#include <kcache/protocol/json_text.h>
 #include <kcache/service/job_publisher.h>
 
 #include <nlohmann/json.hpp>
@@ -85,8 +85,8 @@ JobPublisher::publish_compile(const compiler::CompileResult& result, const Compi
       {"target", meta.target},
       {"output", meta.output},
       {"compile_ms", std::to_string(result.duration.count() / 1000)},
-      {"lowered_names", cachekey::json_text(nlohmann::json(result.lowered_names))},
-      {"toolchain", cachekey::json_text(nlohmann::json(meta.toolchain))}};
+      {"lowered_names", protocol::json_text(nlohmann::json(result.lowered_names))},
+      {"toolchain", protocol::json_text(nlohmann::json(meta.toolchain))}};
   std::vector<std::string> published;
   while (true) {
     std::vector<std::string> pending;

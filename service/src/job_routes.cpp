@@ -3,6 +3,7 @@
 
 #include "responses.h"
 
+#include <kcache/protocol/json_text.h>
 #include <kcache/service/job_manager.h>
 #include <kcache/service/request_handler.h>
 
@@ -109,14 +110,14 @@ Response RequestHandler::submit_job(const Request& req, const RouteArgs& /*args*
   if (jobs_ == nullptr) {
     return no_workers(req);
   }
-  const json doc = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
+  const json doc = protocol::parse_json_or_discarded(req.body());
   if (!doc.is_object() || !doc.contains("spec")) {
     return error(req, http::status::bad_request,
                  R"(expected {"spec": {...compile spec...}, "key": "...", "priority": 0})");
   }
   Submission submission;
   const json& spec = doc["spec"];
-  submission.spec_json = spec.is_string() ? spec.get<std::string>() : cachekey::json_text(spec);
+  submission.spec_json = spec.is_string() ? spec.get<std::string>() : protocol::json_text(spec);
   if (const auto key = doc.find("key"); key != doc.end()) {
     if (!key->is_string()) {
       return error(req, http::status::bad_request, "key must be a string");
@@ -131,7 +132,7 @@ Response RequestHandler::submit_job(const Request& req, const RouteArgs& /*args*
   }
   if (const auto priority = doc.find("priority"); priority != doc.end()) {
     try {
-      submission.priority = cachekey::json_integer<int>(*priority);
+      submission.priority = protocol::json_integer<int>(*priority);
     } catch (const json::exception&) {
       return error(req, http::status::bad_request, "priority must be an integer");
     }

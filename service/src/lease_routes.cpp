@@ -4,7 +4,8 @@
 
 #include "responses.h"
 
-#include <kcache/cachekey/wire.h>
+#include <kcache/protocol/lease.h>
+#include <kcache/protocol/wire.h>
 #include <kcache/service/lease_table.h>
 #include <kcache/service/request_handler.h>
 
@@ -34,7 +35,7 @@ Response RequestHandler::lease(const Request& req, const RouteArgs& args) {
   if (leases_ == nullptr) {
     return error(req, http::status::not_found, "this kcached has no leases");
   }
-  if (!cachekey::wire::is_valid_action_key(key)) {
+  if (!protocol::wire::is_valid_action_key(key)) {
     return error(req, http::status::bad_request, "invalid key");
   }
   const std::string k(key);
@@ -43,18 +44,15 @@ Response RequestHandler::lease(const Request& req, const RouteArgs& args) {
   case http::verb::post: {
     // Already produced: nobody needs to compile it.
     if (auto record = artifacts_.get_record(k); record && *record) {
-      return json_response(req, http::status::ok, json{{"granted", false}, {"cached", true}});
+      protocol::Lease cached;
+      cached.cached = true;
+      return json_response(req, http::status::ok, protocol::to_json(cached));
     }
     const LeaseGrant g =
         leases_->acquire(k, query.get("holder", "anonymous"), ttl_of(query.get("ttl_ms")));
-    json body{{"granted", g.granted},
-              {"cached", false},
-              {"holder", g.holder},
-              {"expires_in_ms", g.expires_in.count()}};
-    if (g.granted) {
-      body["token"] = g.token;
-    }
-    return json_response(req, http::status::ok, body);
+    return json_response(
+        req, http::status::ok,
+        protocol::to_json(protocol::Lease{g.granted, false, g.token, g.holder, g.expires_in}));
   }
   case http::verb::put:
     return leases_->renew(k, token, ttl_of(query.get("ttl_ms")))

@@ -3,6 +3,7 @@
 
 #include "responses.h"
 
+#include <kcache/protocol/url.h>
 #include <kcache/service/lease_table.h>
 #include <kcache/service/request_handler.h>
 #include <kcache/service/routes.h>
@@ -13,23 +14,6 @@
 namespace kcache::service {
 
 namespace {
-
-std::string percent_decode(std::string_view s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size()) {
-      unsigned value = 0;
-      const auto [ptr, ec] = std::from_chars(s.data() + i + 1, s.data() + i + 3, value, 16);
-      if (ec == std::errc() && ptr == s.data() + i + 3) {
-        out += static_cast<char>(value);
-        i += 2;
-        continue;
-      }
-    }
-    out += s[i] == '+' ? ' ' : s[i];
-  }
-  return out;
-}
 
 // "GET, HEAD": the methods the table serves on `path`, for a 405's Allow.
 std::string allowed_methods(std::string_view path) {
@@ -101,14 +85,8 @@ RequestHandler::Prepared RequestHandler::prepare(const Request& request) const {
   const auto qmark = target.find('?');
   p.path = target.substr(0, qmark);
   if (qmark != std::string_view::npos) {
-    std::string_view rest = target.substr(qmark + 1);
-    while (!rest.empty()) {
-      const auto amp = rest.find('&');
-      const std::string_view pair = rest.substr(0, amp);
-      const auto eq = pair.find('=');
-      p.query.params[percent_decode(pair.substr(0, eq))] =
-          eq == std::string_view::npos ? "" : percent_decode(pair.substr(eq + 1));
-      rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+    for (const protocol::QueryParam& param : protocol::split_query(target.substr(qmark + 1))) {
+      p.query.params[protocol::percent_decode(param.name)] = protocol::percent_decode(param.value);
     }
   }
   // The method's row, and the path's first (for a 405's label).

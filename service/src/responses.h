@@ -1,8 +1,8 @@
 #pragma once
 // Response builders shared by the request handler's route files.
 
-#include <kcache/cachekey/json_text.h>
-#include <kcache/cachekey/wire.h>
+#include <kcache/protocol/json_text.h>
+#include <kcache/protocol/wire.h>
 #include <kcache/service/request_handler.h>
 #include <kcache/service/routes.h>
 
@@ -24,7 +24,7 @@ inline Response make(const Request& req, http::status status, std::string body,
 }
 
 inline Response json_response(const Request& req, http::status status, const nlohmann::json& body) {
-  return make(req, status, cachekey::json_text(body), cachekey::wire::kJsonContentType);
+  return make(req, status, protocol::json_text(body), protocol::wire::kJsonContentType);
 }
 
 inline Response error(const Request& req, http::status status, std::string message) {

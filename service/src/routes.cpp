@@ -60,18 +60,4 @@ std::optional<std::string_view> match_route(std::string_view pattern, std::strin
   return std::nullopt;
 }
 
-std::string_view role_name(Role role) {
-  switch (role) {
-  case Role::kRead:
-    return "read";
-  case Role::kSubmit:
-    return "submit";
-  case Role::kWrite:
-    return "write";
-  case Role::kAdmin:
-    return "admin";
-  }
-  return "unknown";
-}
-
 } // namespace kcache::service

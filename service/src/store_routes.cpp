@@ -3,17 +3,17 @@
 
 #include "responses.h"
 
-#include <kcache/cachekey/json_text.h>
 #include <kcache/cachekey/key_manifest.h>
 #include <kcache/cachekey/sha256.h>
-#include <kcache/cachekey/wire.h>
+#include <kcache/protocol/json_text.h>
+#include <kcache/protocol/wire.h>
 #include <kcache/service/request_handler.h>
 
 #include <nlohmann/json.hpp>
 
 namespace kcache::service {
 
-namespace wire = cachekey::wire;
+namespace wire = protocol::wire;
 using nlohmann::json;
 using storage::Area;
 
@@ -165,7 +165,7 @@ Response RequestHandler::artifact(const Request& req, const RouteArgs& args) {
   if (parts->empty() || parts->front().name != "record") {
     return error(req, http::status::bad_request, "the first part must be the \"record\"");
   }
-  const json head = json::parse(parts->front().data, nullptr, /*allow_exceptions=*/false);
+  const json head = protocol::parse_json_or_discarded(parts->front().data);
   if (head.is_discarded() || !head.is_object()) {
     return error(req, http::status::bad_request, "the record part is not a JSON object");
   }
@@ -200,7 +200,7 @@ Response RequestHandler::artifact(const Request& req, const RouteArgs& args) {
 }
 
 Response RequestHandler::batch_get(const Request& req, const RouteArgs& /*args*/) {
-  const json doc = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
+  const json doc = protocol::parse_json_or_discarded(req.body());
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("keys") || !doc["keys"].is_array()) {
     return error(req, http::status::bad_request, "expected {\"keys\": [...]}");
   }
@@ -212,7 +212,7 @@ Response RequestHandler::batch_get(const Request& req, const RouteArgs& /*args*/
   for (const json& k : doc["keys"]) {
     if (!k.is_string() || !wire::is_valid_action_key(k.get_ref<const std::string&>())) {
       return error(req, http::status::bad_request,
-                   "invalid key in batch: " + cachekey::json_text(k));
+                   "invalid key in batch: " + protocol::json_text(k));
     }
     const auto& key = k.get_ref<const std::string&>();
     auto found = artifacts_.get(key);

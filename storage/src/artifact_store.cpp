@@ -1,6 +1,6 @@
-#include <kcache/cachekey/json_text.h>
 #include <kcache/cachekey/sha256.h>
-#include <kcache/cachekey/wire.h>
+#include <kcache/protocol/json_text.h>
+#include <kcache/protocol/wire.h>
 #include <kcache/storage/artifact_store.h>
 
 #include <nlohmann/json.hpp>
@@ -23,11 +23,11 @@ std::string record_to_json(const ActionRecord& r) {
   if (r.manifest) {
     doc["manifest"] = json::parse(cachekey::manifest_to_json(*r.manifest));
   }
-  return cachekey::json_text(doc);
+  return protocol::json_text(doc);
 }
 
 Result<ActionRecord> record_from_json(std::string_view text) {
-  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const json doc = protocol::parse_json_or_discarded(text);
   auto corrupt = [](std::string why) {
     return tl::unexpected(
         StoreError{StoreError::Code::kCorrupt, "action record: " + std::move(why)});
@@ -53,7 +53,7 @@ Result<ActionRecord> record_from_json(std::string_view text) {
     for (const json& o : doc.at("outputs")) {
       OutputRef out{o.at("name").get<std::string>(), o.value("digest", std::string()),
                     o.value("size", std::uint64_t{0})};
-      if (!cachekey::wire::is_valid_cas_key(out.digest)) {
+      if (!protocol::wire::is_valid_cas_key(out.digest)) {
         return corrupt("output '" + out.name + "' has a malformed digest");
       }
       r.outputs.push_back(std::move(out));
@@ -84,7 +84,7 @@ Result<ActionRecord> ArtifactStore::put(std::string key, std::vector<ArtifactFil
 }
 
 Result<ActionRecord> ArtifactStore::put(ActionRecord record, std::vector<ArtifactFile> files) {
-  if (!cachekey::wire::is_valid_action_key(record.key)) {
+  if (!protocol::wire::is_valid_action_key(record.key)) {
     return tl::unexpected(
         StoreError{StoreError::Code::kInvalidArgument, "invalid action key '" + record.key + "'"});
   }

@@ -53,7 +53,8 @@ std::string glob_escape(std::string_view s) {
 } // namespace
 
 RedisStore::RedisStore(RedisOptions options)
-    : options_(std::move(options)), breaker_(options_.breaker) {}
+    : options_(std::move(options)), breaker_(options_.breaker),
+      pool_(options_.max_idle_connections) {}
 
 RedisStore::~RedisStore() = default;
 
@@ -67,13 +68,8 @@ std::string RedisStore::redis_key(Area area, std::string_view key) const {
 }
 
 Result<std::unique_ptr<RedisStore::Connection>> RedisStore::checkout() {
-  {
-    std::lock_guard lock(pool_mu_);
-    if (!idle_.empty()) {
-      auto c = std::move(idle_.back());
-      idle_.pop_back();
-      return c;
-    }
+  if (auto idle = pool_.take()) {
+    return idle;
   }
   auto conn = std::make_unique<Connection>();
   conn->ctx.reset(redisConnectWithTimeout(options_.host.c_str(), options_.port,
@@ -111,13 +107,6 @@ Result<std::unique_ptr<RedisStore::Connection>> RedisStore::checkout() {
     }
   }
   return conn;
-}
-
-void RedisStore::checkin(std::unique_ptr<Connection> connection) {
-  std::lock_guard lock(pool_mu_);
-  if (idle_.size() < options_.max_idle_connections) {
-    idle_.push_back(std::move(connection));
-  }
 }
 
 Result<std::vector<std::unique_ptr<RedisStore::Reply>>>
@@ -160,7 +149,7 @@ RedisStore::run(const std::vector<Command>& pipeline) {
     replies.push_back(std::make_unique<Reply>(raw));
   }
   breaker_.record_success();
-  checkin(std::move(*conn));
+  pool_.give_back(std::move(*conn));
   for (std::size_t i = 0; i < replies.size(); ++i) {
     if ((*replies[i])->type == REDIS_REPLY_ERROR) {
       return tl::unexpected(StoreError{StoreError::Code::kIo,

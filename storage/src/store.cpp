@@ -37,9 +37,4 @@ std::vector<GetResult> Store::get_many(Area area, std::span<const std::string> k
   return out;
 }
 
-std::int64_t unix_now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
-
 } // namespace kcache::storage

@@ -1,4 +1,4 @@
-#include <kcache/cachekey/units.h>
+#include <kcache/protocol/units.h>
 #include <kcache/storage/store_url.h>
 
 #include <algorithm>
@@ -14,7 +14,7 @@ tl::unexpected<StoreError> invalid_argument(std::string message) {
 } // namespace
 
 Result<std::uint64_t> parse_size(std::string_view text) {
-  auto size = cachekey::parse_size(text);
+  auto size = protocol::parse_size(text);
   if (!size) {
     return invalid_argument(size.error());
   }

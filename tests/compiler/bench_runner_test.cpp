@@ -2,6 +2,8 @@
 // matmul template compiled by the worker, timed on a pinned CPU and checked
 // against the reference; a wrong variant is caught, a crashing one fails alone.
 
+#include "test_data.h"
+
 #include <kcache/compiler/autotune_spec.h>
 #include <kcache/compiler/worker_runner.h>
 
@@ -23,27 +25,6 @@ WorkerLimits limits() {
   return WorkerLimits{std::chrono::seconds(60), std::chrono::seconds(60),
                       instrumented ? 0 : 4ULL << 30};
 }
-
-// BUG=1 computes the wrong thing; CRASH=1 traps: the search must survive both.
-constexpr const char* kMatmul = R"(
-extern "C" void matmul(const float* A, const float* B, float* C, int M, int N, int K) {
-#if CRASH
-  __builtin_trap();
-#endif
-  for (int i = 0; i < M * N; ++i) C[i] = 0.f;
-  for (int i0 = 0; i0 < M; i0 += TILE)
-    for (int k0 = 0; k0 < K; k0 += TILE)
-      for (int j0 = 0; j0 < N; j0 += TILE)
-        for (int i = i0; i < i0 + TILE && i < M; ++i)
-          for (int k = k0; k < k0 + TILE && k < K; ++k) {
-            const float a = A[i * K + k];
-            for (int j = j0; j < j0 + TILE && j < N; ++j) C[i * N + j] += a * B[k * N + j];
-          }
-#if BUG
-  C[0] += 1.f;
-#endif
-}
-)";
 
 constexpr const char* kSearch = R"json({
   "params": {"TILE": [1, 8, 32], "BUG": [0, 1], "CRASH": [0, 1]},
@@ -70,7 +51,7 @@ TEST(BenchRunner, TimesVariantsAndIsolatesWrongAndCrashingOnes) {
 
   CompileSpec base;
   base.backend = Backend::kCpp;
-  base.source = {"matmul.cpp", kMatmul};
+  base.source = {"matmul.cpp", kcache::testing::test_data("kernels/tiled_matmul.cpp")};
   base.options = {"-O2"};
   base.target = "x86-64-v2";
   base.output = OutputKind::kSharedObject;

@@ -23,7 +23,7 @@ void put_le(std::string& out, std::uint64_t v, int bytes) {
   }
 }
 
-// The worker protocol's parts body (cachekey/wire.h), by hand: this binary
+// The worker protocol's parts body (protocol/wire.h), by hand: this binary
 // links nothing of kcache, so that it stays uninstrumented.
 std::string parts(const std::vector<std::pair<std::string, std::string>>& named) {
   std::string out = "KCP1";

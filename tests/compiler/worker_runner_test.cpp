@@ -3,6 +3,8 @@
 // limit) fails only its own job, with a diagnostic. Limits fail with
 // kResourceLimit, never as if the source were wrong.
 
+#include "test_data.h"
+
 #include <kcache/compiler/worker_runner.h>
 
 #include <gtest/gtest.h>
@@ -157,14 +159,6 @@ TEST(WorkerRunner, CpuTimeLimitKillsTheWorker) {
       << out.outcome.error().message;
 }
 
-// clang materializing a 200M-element constexpr array: gigabytes of APValues.
-constexpr const char* kMemoryHog = R"(
-struct Big { int v[200000000]; };
-constexpr Big make() { Big b{}; for (int i = 0; i < 200000000; ++i) b.v[i] = i; return b; }
-constexpr Big big = make();
-extern "C" int get(int i) { return big.v[i]; }
-)";
-
 TEST(WorkerRunner, AMemoryHungryCompileHitsTheMemoryLimit) {
   if (worker_is_instrumented()) {
     GTEST_SKIP() << "this kcache-worker is built with ASan, which RLIMIT_AS cannot bound; "
@@ -172,7 +166,8 @@ TEST(WorkerRunner, AMemoryHungryCompileHitsTheMemoryLimit) {
   }
   WorkerRunner runner(worker_binary(),
                       WorkerLimits{std::chrono::seconds(60), std::chrono::seconds(60), 1ULL << 30});
-  auto out = runner.run(cpp(kMemoryHog, {"-std=c++20", "-fconstexpr-steps=2147483647"}));
+  auto out = runner.run(cpp(kcache::testing::test_data("kernels/memory_hog.cpp"),
+                            {"-std=c++20", "-fconstexpr-steps=2147483647"}));
   ASSERT_FALSE(out.outcome.has_value());
   const CompileError& e = out.outcome.error();
   EXPECT_EQ(e.code, CompileError::Code::kResourceLimit) << e.message << "\n" << e.log;

@@ -8,11 +8,11 @@
 #include <kcache/cachekey/guards.h>
 #include <kcache/cachekey/hash_details.h>
 #include <kcache/cachekey/key_manifest.h>
-#include <kcache/cachekey/wire.h>
 #include <kcache/compiler/compile_spec.h>
 #include <kcache/compiler/expression.h>
 #include <kcache/compiler/spec_check.h>
 #include <kcache/compiler/worker_protocol.h>
+#include <kcache/protocol/wire.h>
 #include <kcache/service/job.h>
 #include <kcache/storage/artifact_store.h>
 #include <kcache/storage/value_frame.h>
@@ -125,7 +125,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   switch (data[0] % 6) {
   case 0:
-    (void)kcache::cachekey::wire::decode_parts(input);
+    (void)kcache::protocol::wire::decode_parts(input);
     break;
   case 1:
     if (auto g = kcache::cachekey::parse_graph_json(input)) {

@@ -4,6 +4,7 @@
 
 #include "kcached_process.h"
 #include "redis_server.h"
+#include "test_data.h"
 
 #include <kcache/cachekey/hardware.h>
 #include <kcache/client/client.h>
@@ -36,27 +37,10 @@ std::unique_ptr<Client> connect(const std::string& url) {
   return std::move(*Client::create(o));
 }
 
-// TILE=1 is the naive loop nest; UNROLL=3 does not compile (static_assert):
-// a failing variant the search must record and survive.
-constexpr const char* kMatmul = R"(
-static_assert(UNROLL != 3, "UNROLL=3 is not supported");
-extern "C" void matmul(const float* A, const float* B, float* C, int M, int N, int K) {
-  for (int i = 0; i < M * N; ++i) C[i] = 0.f;
-  for (int i0 = 0; i0 < M; i0 += TILE)
-    for (int k0 = 0; k0 < K; k0 += TILE)
-      for (int j0 = 0; j0 < N; j0 += TILE)
-        for (int i = i0; i < i0 + TILE && i < M; ++i)
-          for (int k = k0; k < k0 + TILE && k < K; ++k) {
-            const float a = A[i * K + k];
-#pragma clang loop unroll_count(UNROLL)
-            for (int j = j0; j < j0 + TILE && j < N; ++j) C[i * N + j] += a * B[k * N + j];
-          }
-}
-)";
-
 json matmul_spec(const std::string& strategy) {
   return json{{"backend", "cpp"},
-              {"source", {{"name", "matmul.cpp"}, {"text", kMatmul}}},
+              {"source",
+               {{"name", "matmul.cpp"}, {"text", testing::test_data("kernels/tiled_matmul.cpp")}}},
               {"name_expressions", {"matmul"}},
               {"options", {"-O2"}},
               {"target", "x86-64-v2"},

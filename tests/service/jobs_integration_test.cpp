@@ -3,6 +3,7 @@
 // evaluating a constexpr loop of SPIN steps (~1 s per million here).
 
 #include "kcached_process.h"
+#include "test_data.h"
 
 #include <kcache/client/client.h>
 
@@ -171,7 +172,7 @@ TEST(Jobs, FailuresCarryTheLogAndAreCachedForTheirTtl) {
   auto out = c->get_or_compile(request);
   ASSERT_TRUE(out.has_value());
   ASSERT_EQ(out->kind, CompileOutcome::Kind::kFailed);
-  EXPECT_EQ(out->job->error_code, "compile-failed");
+  EXPECT_EQ(out->job->error_code, client::JobError::kCompileFailed);
   EXPECT_NE(out->job->log.find("missing_name"), std::string::npos) << out->job->log;
 
   auto again = c->submit(request.key, request.spec_json);
@@ -223,8 +224,8 @@ TEST(Jobs, ResourceLimitFailuresAreNotNegativelyCached) {
   ASSERT_TRUE(first.has_value() && first->job.has_value());
   auto done = c->job(first->job->id, std::chrono::seconds(20));
   ASSERT_TRUE(done.has_value());
-  EXPECT_EQ(done->state, "failed");
-  EXPECT_EQ(done->error_code, "resource-limit") << done->error_message;
+  EXPECT_EQ(done->state, client::JobState::kFailed);
+  EXPECT_EQ(done->error_code, client::JobError::kResourceLimit) << done->error_message;
   EXPECT_NE(done->error_message.find("wall-clock limit of 1000 ms"), std::string::npos)
       << done->error_message;
   EXPECT_EQ(job_json(*done)["error"]["code"], "resource-limit");
@@ -235,7 +236,7 @@ TEST(Jobs, ResourceLimitFailuresAreNotNegativelyCached) {
   EXPECT_NE(again->job->id, first->job->id) << "a new job compiles it again";
   auto redone = c->job(again->job->id, std::chrono::seconds(20));
   ASSERT_TRUE(redone.has_value());
-  EXPECT_EQ(redone->error_code, "resource-limit");
+  EXPECT_EQ(redone->error_code, client::JobError::kResourceLimit);
 
   // The listing shows the code beside the message.
   std::string out;
@@ -251,7 +252,7 @@ TEST(Jobs, ResourceLimitFailuresAreNotNegativelyCached) {
   auto failed = c->get_or_compile(broken);
   ASSERT_TRUE(failed.has_value());
   ASSERT_EQ(failed->kind, CompileOutcome::Kind::kFailed);
-  EXPECT_EQ(failed->job->error_code, "compile-failed");
+  EXPECT_EQ(failed->job->error_code, client::JobError::kCompileFailed);
   EXPECT_NE(failed->job->error_message.find("error: use of undeclared identifier 'missing_name'"),
             std::string::npos)
       << failed->job->error_message;
@@ -272,7 +273,7 @@ TEST(Jobs, AnAllocationFailureIsAResourceLimitNotASourceError) {
   auto out = c->get_or_compile(request);
   ASSERT_TRUE(out.has_value()) << out.error().message;
   ASSERT_EQ(out->kind, CompileOutcome::Kind::kFailed);
-  EXPECT_EQ(out->job->error_code, "resource-limit");
+  EXPECT_EQ(out->job->error_code, client::JobError::kResourceLimit);
   EXPECT_NE(out->job->error_message.find("memory limit of 8192 MiB"), std::string::npos)
       << out->job->error_message;
   EXPECT_NE(out->job->error_message.find("Memory allocation failure"), std::string::npos)
@@ -299,7 +300,7 @@ TEST(Jobs, ATimeoutFailsOnlyItsJob) {
 
   auto done = c->job(endless->job->id, std::chrono::seconds(10));
   ASSERT_TRUE(done.has_value());
-  EXPECT_EQ(done->state, "failed");
+  EXPECT_EQ(done->state, client::JobState::kFailed);
   EXPECT_NE(done->error_message.find("wall-clock limit"), std::string::npos) << done->error_message;
   EXPECT_TRUE(c->exists("kc1-fine").value_or(false)) << "the daemon still serves";
 }
@@ -315,12 +316,7 @@ TEST(Jobs, AMemoryLimitKillFailsOnlyItsJob) {
   auto c = connect(kcached.url());
   CompileRequest hog;
   hog.key = "kc1-hog";
-  // clang materializing a 200M-element constexpr array: gigabytes of APValues.
-  hog.spec_json = cpp_spec(R"(
-struct Big { int v[200000000]; };
-constexpr Big make() { Big b{}; for (int i = 0; i < 200000000; ++i) b.v[i] = i; return b; }
-constexpr Big big = make();
-extern "C" int get(int i) { return big.v[i]; })",
+  hog.spec_json = cpp_spec(testing::test_data("kernels/memory_hog.cpp"),
                            {"-fconstexpr-steps=2147483647"}, "object");
   auto out = c->get_or_compile(hog);
   ASSERT_TRUE(out.has_value()) << out.error().message;
@@ -358,7 +354,7 @@ TEST(Jobs, JournaledJobsResumeAfterKill9) {
   ASSERT_EQ(queued->status, "queued");
   // Kill while the first compiles (its worker dies with the daemon).
   for (auto deadline = Clock::now() + std::chrono::seconds(5); Clock::now() < deadline;) {
-    if (c->job(running->job->id)->state == "running") {
+    if (c->job(running->job->id)->state == client::JobState::kRunning) {
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -369,7 +365,7 @@ TEST(Jobs, JournaledJobsResumeAfterKill9) {
   for (const auto& submitted : {running, queued}) {
     auto done = c->job(submitted->job->id, std::chrono::seconds(30));
     ASSERT_TRUE(done.has_value()) << done.error().message << kcached.log();
-    EXPECT_EQ(done->state, "succeeded") << done->json;
+    EXPECT_EQ(done->state, client::JobState::kSucceeded) << done->json;
     EXPECT_TRUE(c->exists(done->keys.back()).value_or(false));
   }
   EXPECT_EQ(job_json(*c->job(running->job->id))["attempts"], 2)
@@ -383,7 +379,7 @@ TEST(Jobs, FullQueueIsBusyAndCancelWorks) {
   auto a = c->submit("kc1-a", slow_spec(20'000'000, "a"));
   ASSERT_TRUE(a.has_value());
   for (auto deadline = Clock::now() + std::chrono::seconds(5); Clock::now() < deadline;) {
-    if (c->job(a->job->id)->state == "running") {
+    if (c->job(a->job->id)->state == client::JobState::kRunning) {
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -398,12 +394,12 @@ TEST(Jobs, FullQueueIsBusyAndCancelWorks) {
 
   auto cancelled_b = c->cancel(b->job->id);
   ASSERT_TRUE(cancelled_b.has_value());
-  EXPECT_EQ(cancelled_b->state, "cancelled");
+  EXPECT_EQ(cancelled_b->state, client::JobState::kCancelled);
   const auto start = Clock::now();
   ASSERT_TRUE(c->cancel(a->job->id).has_value());
   auto a_done = c->job(a->job->id, std::chrono::seconds(5));
   ASSERT_TRUE(a_done.has_value());
-  EXPECT_EQ(a_done->state, "cancelled");
+  EXPECT_EQ(a_done->state, client::JobState::kCancelled);
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(2)) << "a running compile is killed";
   EXPECT_EQ(c->cancel("j-0000000000000000").error().http_status, 404);
 }
@@ -426,7 +422,7 @@ TEST(Jobs, HigherPriorityRunsFirstAndLongPollsEndEarly) {
   // And it ends as soon as the job does, long before its deadline.
   auto low_done = c->job(low->job->id, std::chrono::seconds(60));
   ASSERT_TRUE(low_done.has_value());
-  EXPECT_EQ(low_done->state, "succeeded");
+  EXPECT_EQ(low_done->state, client::JobState::kSucceeded);
   auto high_done = c->job(high->job->id, std::chrono::seconds(60));
   EXPECT_LT(job_json(*high_done)["started_ms"].get<std::int64_t>(),
             job_json(*low_done)["started_ms"].get<std::int64_t>())

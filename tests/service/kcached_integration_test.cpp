@@ -206,6 +206,31 @@ TEST(Kcached, MalformedAndOversizedRequestsGet4xxAndTheDaemonGoesOn) {
   EXPECT_TRUE(kcached.running());
 }
 
+// Issue 13: '{"spec":' and 100,000 nested '[' (a 200 KB body) overflowed the
+// stack where the document was used; every JSON body is now parsed with a depth
+// bound (protocol::parse_json) and this is a 400.
+TEST(Kcached, DeeplyNestedJsonIsA400AndTheDaemonGoesOn) {
+  KcachedProcess kcached;
+  auto c = connect(kcached.url(), 10'000);
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  for (const auto& [target, body] :
+       {std::pair<std::string, std::string>{"/v1/jobs", R"({"spec":)" + deep + "}"},
+        {"/v1/jobs", R"({"spec":)" + std::string(100'000, '[')},
+        {"/v1/batch/get", R"({"keys":)" + deep + "}"}}) {
+    auto res = c->request(client::HttpMethod::kPost, target, body, "application/json");
+    ASSERT_TRUE(res.has_value()) << target << ": " << res.error().message << "\n" << kcached.log();
+    // kcached runs no workers without KCACHE_WORKER_BINARY: /v1/jobs says so first.
+    if (target == "/v1/jobs" && res->status == 503) {
+      continue;
+    }
+    EXPECT_EQ(res->status, 400) << target << ": " << res->body;
+  }
+  auto health = c->request(client::HttpMethod::kGet, "/healthz");
+  ASSERT_TRUE(health.has_value());
+  EXPECT_EQ(health->status, 200);
+  EXPECT_TRUE(kcached.running());
+}
+
 TEST(Kcached, RedisTierSharedAndItsLossIsSurvived) {
   testing::RedisServer redis;
   const std::string redis_url = redis.url("namespace=it&timeout_ms=200&connect_timeout_ms=100");

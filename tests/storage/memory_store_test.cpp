@@ -1,4 +1,3 @@
-#include <kcache/storage/circuit_breaker.h>
 #include <kcache/storage/counting_store.h>
 #include <kcache/storage/memory_store.h>
 #include <kcache/storage/store_factory.h>
@@ -53,27 +52,6 @@ TEST(MemoryStore, ListFilters) {
   EXPECT_EQ(listed->size(), 2U);
   options.limit = 1;
   EXPECT_EQ(store.list(options)->size(), 1U);
-}
-
-TEST(CircuitBreaker, OpensAfterThresholdAndProbesAfterCooldown) {
-  CircuitBreaker breaker({3, std::chrono::milliseconds(50)});
-  EXPECT_TRUE(breaker.allow());
-  breaker.record_failure();
-  breaker.record_failure();
-  EXPECT_EQ(breaker.state(), CircuitBreaker::State::kClosed);
-  breaker.record_failure();
-  EXPECT_EQ(breaker.state(), CircuitBreaker::State::kOpen);
-  EXPECT_FALSE(breaker.allow());
-  std::this_thread::sleep_for(std::chrono::milliseconds(60));
-  EXPECT_TRUE(breaker.allow());  // the probe
-  EXPECT_FALSE(breaker.allow()); // only one probe at a time
-  breaker.record_failure();      // probe failed: open again
-  EXPECT_EQ(breaker.state(), CircuitBreaker::State::kOpen);
-  std::this_thread::sleep_for(std::chrono::milliseconds(60));
-  EXPECT_TRUE(breaker.allow());
-  breaker.record_success();
-  EXPECT_EQ(breaker.state(), CircuitBreaker::State::kClosed);
-  EXPECT_TRUE(breaker.allow());
 }
 
 TEST(StoreFactory, Sizes) {

@@ -134,7 +134,7 @@ TEST_F(RedisStoreTest, DeadServerFailsFastThenBreakerRejects) {
     EXPECT_EQ(got.error().code, StoreError::Code::kUnavailable) << got.error().message;
   }
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(3));
-  EXPECT_EQ(raw.breaker_state(), CircuitBreaker::State::kOpen);
+  EXPECT_EQ(raw.breaker_state(), protocol::CircuitBreaker::State::kOpen);
   EXPECT_GE(store.counters().rejected, 15U);
   EXPECT_GE(store.counters().errors, 3U);
 }

@@ -12,14 +12,14 @@
 #include <kcache/client/http_transport.h>
 #include <kcache/client/jobs.h>
 #include <kcache/client/lease.h>
+#include <kcache/protocol/circuit_breaker.h>
+#include <kcache/protocol/connection_pool.h>
 
 #include <tl/expected.hpp>
 
-#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -92,14 +92,12 @@ public:
 private:
   Result<HttpResponse> round_trip(const HttpRequest& request);
   Result<HttpResponse> round_trip(const HttpRequest& request, std::chrono::milliseconds timeout);
-  std::unique_ptr<Connection> checkout();
-  void checkin(std::unique_ptr<Connection> connection);
 
   ClientOptions options_;
   Endpoint endpoint_;
-  std::mutex pool_mu_;
-  std::vector<std::unique_ptr<Connection>> idle_;
-  std::atomic<std::int64_t> down_until_ms_{0};
+  protocol::ConnectionPool<Connection> pool_;
+  // Opened by one "connection refused" for down_backoff, then one probe.
+  protocol::CircuitBreaker down_;
 };
 
 // Decodes an artifact from the parts body that GET /v1/artifacts returns.

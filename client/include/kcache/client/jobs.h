@@ -4,6 +4,7 @@
 // submitted key, so a finished job's artifact is an ordinary get away.
 
 #include <kcache/client/artifact.h>
+#include <kcache/protocol/job.h>
 
 #include <chrono>
 #include <cstdint>
@@ -13,14 +14,13 @@
 
 namespace kcache::client {
 
-struct JobStatus {
-  std::string id;
-  std::string state; // queued, running, succeeded, failed, cancelled
-  std::string error_code, error_message, log;
-  std::vector<std::string> keys;
-  std::int64_t compile_ms = 0;
+using protocol::JobError;
+using protocol::JobState;
+
+// A job as the daemon rendered it (protocol/job.h: id, state, error_code and
+// error_message, log, keys, compile_ms, ...), read by the same code.
+struct JobStatus : protocol::JobView {
   std::string json; // the daemon's whole answer
-  bool finished() const { return state != "queued" && state != "running"; }
 };
 
 struct Submitted {

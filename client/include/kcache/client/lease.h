@@ -3,17 +3,12 @@
 // compiles itself): the first to ask gets the lease and compiles; the others
 // wait in get(key, wait) for its put. A dead holder's lease expires.
 
-#include <chrono>
-#include <string>
+#include <kcache/protocol/lease.h>
 
 namespace kcache::client {
 
-struct Lease {
-  bool granted = false;
-  bool cached = false; // the key is stored already: nothing to produce
-  std::string token;   // for renew and release, when granted
-  std::string holder;  // who holds it
-  std::chrono::milliseconds expires_in{0};
-};
+// granted, cached, token, holder, expires_in: the daemon's answer as read by
+// the same code that renders it.
+using Lease = protocol::Lease;
 
 } // namespace kcache::client

@@ -95,7 +95,10 @@ tl::expected<ServiceConfig, std::string> load_config_file(const std::string& pat
 tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char* const* argv);
 std::string usage();
 
+// One name table (config.cpp): "read", "submit", "write", "admin", as
+// kcached.toml spells them and 403s name them.
 tl::expected<Role, std::string> parse_role(std::string_view name);
+std::string_view role_name(Role role);
 
 // The storage tiers as store URLs, fastest first: `stores` when given, else
 // memory, then RocksDB in data_dir, then Redis when redis_url is set.

@@ -6,77 +6,32 @@
 // job, and each submission's client key is added to the keys the result is
 // published under.
 
+#include <kcache/protocol/job.h>
+
 #include <nlohmann/json_fwd.hpp>
 #include <tl/expected.hpp>
 
-#include <cstdint>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace kcache::service {
 
-// Each enum has one name table (job.cpp): the names in job JSON, in the
-// journal and in requests are read and written through it.
-enum class JobKind {
-  kCompile,  // one spec, one worker run
-  kAutotune, // a search: compiles its variants as child jobs, then benchmarks them
-};
-std::string_view job_kind_name(JobKind kind);
-tl::expected<JobKind, std::string> parse_job_kind(std::string_view name);
+// The kinds, states, error codes and their names are the wire's (protocol/job.h).
+using protocol::is_cacheable_failure;
+using protocol::is_finished;
+using protocol::job_error_name;
+using protocol::job_kind_name;
+using protocol::job_state_name;
+using protocol::JobError;
+using protocol::JobKind;
+using protocol::JobState;
+using protocol::parse_job_error;
+using protocol::parse_job_kind;
+using protocol::parse_job_state;
 
-enum class JobState { kQueued, kRunning, kSucceeded, kFailed, kCancelled };
-std::string_view job_state_name(JobState state);
-tl::expected<JobState, std::string> parse_job_state(std::string_view name);
-inline bool is_finished(JobState s) {
-  return s != JobState::kQueued && s != JobState::kRunning;
-}
-
-// Why a job failed. The first six are the worker's (compiler::CompileError,
-// same names); the rest are the service's own.
-enum class JobError {
-  kNone,
-  kInvalidSpec,    // the spec asks for something the backend cannot do
-  kCompileFailed,  // the compiler rejected the source
-  kUnavailable,    // the toolchain is not installed where the worker runs
-  kInternal,       // the machinery failed (or the daemon restarted too often)
-  kCancelled,      // by the user
-  kResourceLimit,  // memory, CPU time or wall clock ran out
-  kStore,          // compiled, but storing the result failed
-  kAutotuneFailed, // no variant ran correctly, or the reference did not compile
-};
-std::string_view job_error_name(JobError error); // "" for kNone
-tl::expected<JobError, std::string> parse_job_error(std::string_view name);
-// Failures of the compile itself are remembered (the negative cache); those
-// of the machinery, a cancel or a resource limit are not: a compile killed
-// for memory or time may pass on a quieter node or with higher limits.
-inline bool is_cacheable_failure(JobError e) {
-  return e == JobError::kCompileFailed || e == JobError::kInvalidSpec;
-}
-
-struct Job {
-  std::string id; // "j-" + 16 hex digits
-  JobKind kind = JobKind::kCompile;
-  std::vector<std::string> parents; // autotune jobs waiting for this compile
-  std::string compile_key;          // "kcc-<sha256>"
-  std::vector<std::string> keys;    // where the result is published (the compile key included)
-  std::string spec_json;            // the CompileSpec, as checked and made canonical
+// What the wire shows of a job, and what only kcached keeps.
+struct Job : protocol::JobView {
   std::string spec_digest; // SHA-256 of spec_json (not journaled): failures are remembered by it
-  std::string backend, target, entry, output; // from the spec, for listings
-  int priority = 0;                           // higher runs first
-  JobState state = JobState::kQueued;
-  std::int64_t submitted_ms = 0, started_ms = 0, finished_ms = 0;
-  std::uint32_t attempts = 0;            // times a worker started it (a restart may repeat one)
-  std::uint32_t submissions = 1;         // submissions that joined this job
-  JobError error_code = JobError::kNone; // on failure
-  std::string error_message;
-  std::string log; // the compiler's log (tail), success or failure
-  std::uint64_t output_size = 0;
-  std::int64_t compile_ms = 0;
-  // Autotune: the hardware the variants are timed on, and progress in
-  // variant steps (each compiled, then each benchmarked).
-  std::string tuning_class;
-  std::size_t progress_done = 0, progress_total = 0;
 };
 
 // with_spec: the journal keeps the spec; listings leave it out.

@@ -57,7 +57,4 @@ std::span<const Route> route_table();
 // The param `pattern` captures from `path`, or nullopt when it does not match.
 std::optional<std::string_view> match_route(std::string_view pattern, std::string_view path);
 
-// "read", "submit", "write", "admin" (as kcached.toml spells them).
-std::string_view role_name(Role role);
-
 } // namespace kcache::service

@@ -5,7 +5,8 @@
 // "<ns>:<ac|cas>:<key>". Values expire by TTL if one is set, and otherwise by
 // Redis' own maxmemory policy (allkeys-lru is the intended setting).
 
-#include <kcache/storage/circuit_breaker.h>
+#include <kcache/protocol/circuit_breaker.h>
+#include <kcache/protocol/connection_pool.h>
 #include <kcache/storage/store.h>
 
 #include <chrono>
@@ -26,7 +27,7 @@ struct RedisOptions {
   std::chrono::milliseconds op_timeout{500};
   std::optional<std::chrono::seconds> ttl;
   std::size_t max_idle_connections = 16;
-  CircuitBreakerOptions breaker;
+  protocol::CircuitBreakerOptions breaker;
 };
 
 class StoreUrl;
@@ -48,7 +49,7 @@ public:
   Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
   std::vector<GetResult> get_many(Area area, std::span<const std::string> keys) override;
 
-  CircuitBreaker::State breaker_state() const { return breaker_.state(); }
+  protocol::CircuitBreaker::State breaker_state() const { return breaker_.state(); }
   std::string redis_key(Area area, std::string_view key) const;
 
   struct Connection; // a hiredis context, defined in the .cpp
@@ -59,12 +60,10 @@ private:
   Result<std::vector<std::unique_ptr<Reply>>> run(const std::vector<Command>& pipeline);
   Result<std::unique_ptr<Reply>> run_one(Command command);
   Result<std::unique_ptr<Connection>> checkout();
-  void checkin(std::unique_ptr<Connection> connection);
 
   const RedisOptions options_;
-  CircuitBreaker breaker_;
-  std::mutex pool_mu_;
-  std::vector<std::unique_ptr<Connection>> idle_;
+  protocol::CircuitBreaker breaker_;
+  protocol::ConnectionPool<Connection> pool_;
 };
 
 } // namespace kcache::storage

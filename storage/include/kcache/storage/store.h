@@ -7,6 +7,7 @@
 // could not answer (unreachable, timed out, I/O failure); callers that fail
 // open treat them as misses, but count them apart.
 
+#include <kcache/protocol/clock.h>
 #include <kcache/storage/store_counters.h>
 
 #include <tl/expected.hpp>
@@ -84,6 +85,6 @@ public:
 };
 
 // Wall-clock now in unix milliseconds (stored metadata uses wall time).
-std::int64_t unix_now_ms();
+using protocol::unix_now_ms;
 
 } // namespace kcache::storage

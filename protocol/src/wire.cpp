@@ -1,9 +1,9 @@
-#include <kcache/cachekey/wire.h>
+#include <kcache/protocol/wire.h>
 
 #include <algorithm>
 #include <cstring>
 
-namespace kcache::cachekey::wire {
+namespace kcache::protocol::wire {
 namespace {
 
 constexpr char kMagic[4] = {'K', 'C', 'P', '1'};
@@ -94,4 +94,4 @@ bool is_valid_cas_key(std::string_view key) {
          });
 }
 
-} // namespace kcache::cachekey::wire
+} // namespace kcache::protocol::wire

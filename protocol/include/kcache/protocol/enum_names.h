@@ -2,6 +2,8 @@
 // One name table per enum: the same table writes the name into JSON and reads
 // it back (requests, the job journal), so the two cannot drift apart.
 
+#include <tl/expected.hpp>
+
 #include <array>
 #include <cstddef>
 #include <optional>
@@ -9,7 +11,7 @@
 #include <string_view>
 #include <utility>
 
-namespace kcache::service {
+namespace kcache::protocol {
 
 template <typename E, std::size_t N> class EnumNames {
 public:
@@ -33,6 +35,15 @@ public:
     return std::nullopt;
   }
 
+  // parse, or "unknown <what> '<text>' (a, b, c)".
+  tl::expected<E, std::string> parse_or_error(std::string_view what, std::string_view text) const {
+    if (auto value = parse(text)) {
+      return *value;
+    }
+    return tl::unexpected("unknown " + std::string(what) + " '" + std::string(text) + "' (" +
+                          choices() + ")");
+  }
+
   // "a, b, c": for messages that name the valid values.
   std::string choices() const {
     std::string out;
@@ -47,4 +58,4 @@ private:
   std::array<std::pair<E, std::string_view>, N> rows_;
 };
 
-} // namespace kcache::service
+} // namespace kcache::protocol

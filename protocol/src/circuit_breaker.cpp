@@ -1,6 +1,6 @@
-#include <kcache/storage/circuit_breaker.h>
+#include <kcache/protocol/circuit_breaker.h>
 
-namespace kcache::storage {
+namespace kcache::protocol {
 
 bool CircuitBreaker::allow() {
   std::lock_guard lock(mu_);
@@ -39,4 +39,4 @@ CircuitBreaker::State CircuitBreaker::state() const {
   return state_;
 }
 
-} // namespace kcache::storage
+} // namespace kcache::protocol

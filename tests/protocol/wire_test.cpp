@@ -1,8 +1,8 @@
-#include <kcache/cachekey/wire.h>
+#include <kcache/protocol/wire.h>
 
 #include <gtest/gtest.h>
 
-namespace kcache::cachekey::wire {
+namespace kcache::protocol::wire {
 namespace {
 
 TEST(WireParts, RoundTrip) {
@@ -44,4 +44,4 @@ TEST(WireKeys, Validation) {
 }
 
 } // namespace
-} // namespace kcache::cachekey::wire
+} // namespace kcache::protocol::wire

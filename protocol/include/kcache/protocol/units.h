@@ -7,10 +7,10 @@
 #include <string>
 #include <string_view>
 
-namespace kcache::cachekey {
+namespace kcache::protocol {
 
 tl::expected<std::uint64_t, std::string> parse_size(std::string_view text);
 // "1.5 MiB", "812 B".
 std::string format_size(std::uint64_t bytes);
 
-} // namespace kcache::cachekey
+} // namespace kcache::protocol

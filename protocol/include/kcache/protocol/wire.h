@@ -1,6 +1,6 @@
 #pragma once
 // The kcache wire protocol's shared pieces, used by the daemon and every client
-// (kept here because clients depend on cachekey alone).
+// (kept in protocol, the layer below both).
 //
 // HTTP/1.1, JSON for control, raw bytes for blobs. Multi-part bodies (an
 // artifact with its files, a batch of artifacts) use one framing,
@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kcache::cachekey::wire {
+namespace kcache::protocol::wire {
 
 inline constexpr std::string_view kPartsContentType = "application/x-kcache-parts";
 inline constexpr std::string_view kJsonContentType = "application/json";
@@ -38,4 +38,4 @@ tl::expected<std::vector<Part>, std::string> decode_parts(std::string_view body)
 bool is_valid_action_key(std::string_view key);
 bool is_valid_cas_key(std::string_view key);
 
-} // namespace kcache::cachekey::wire
+} // namespace kcache::protocol::wire

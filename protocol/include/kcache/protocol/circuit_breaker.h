@@ -3,12 +3,13 @@
 // failures it opens and callers fail fast (no network, no timeout) for
 // `open_for`; then one probe call is let through (half-open) and its outcome
 // closes or reopens the circuit. Keeps a dead Redis from adding a timeout to
-// every trainer request.
+// every trainer request (storage's Redis tier), and a dead kcached from adding
+// one to every cache lookup (the client).
 
 #include <chrono>
 #include <mutex>
 
-namespace kcache::storage {
+namespace kcache::protocol {
 
 struct CircuitBreakerOptions {
   int failure_threshold = 3;
@@ -36,4 +37,4 @@ private:
   Clock::time_point opened_at_{};
 };
 
-} // namespace kcache::storage
+} // namespace kcache::protocol

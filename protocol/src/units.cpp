@@ -1,10 +1,10 @@
-#include <kcache/cachekey/units.h>
+#include <kcache/protocol/units.h>
 
 #include <charconv>
 #include <cstdio>
 #include <map>
 
-namespace kcache::cachekey {
+namespace kcache::protocol {
 
 tl::expected<std::uint64_t, std::string> parse_size(std::string_view text) {
   std::uint64_t value = 0;
@@ -48,4 +48,4 @@ std::string format_size(std::uint64_t bytes) {
   return buf;
 }
 
-} // namespace kcache::cachekey
+} // namespace kcache::protocol
