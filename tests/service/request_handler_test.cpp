@@ -291,6 +291,23 @@ TEST_F(AuthTest, RefusalsNameTheRoleARouteNeeds) {
   EXPECT_EQ(call(http::verb::head, "/healthz").result(), http::status::ok);
 }
 
+// A batch get only reads: a read-only trainer prefetches with it (issue 13).
+TEST_F(AuthTest, BatchGetIsARead) {
+  ASSERT_EQ(call(http::verb::put, "/v1/artifacts/pre",
+                 protocol::wire::encode_parts({{"record", "{}"}, {"f", "x"}}), "w-token")
+                .result(),
+            http::status::created);
+  const auto res =
+      call(http::verb::post, "/v1/batch/get", R"({"keys": ["pre", "absent"]})", "r-token");
+  EXPECT_EQ(res.result(), http::status::ok);
+  auto parts = protocol::wire::decode_parts(res.body());
+  ASSERT_TRUE(parts.has_value()) << parts.error();
+  EXPECT_FALSE(parts->empty());
+  // Any token at all is still needed.
+  EXPECT_EQ(call(http::verb::post, "/v1/batch/get", R"({"keys": []})", "").result(),
+            http::status::unauthorized);
+}
+
 // Bodies nested deeper than protocol::kMaxJsonDepth are a 400, not a stack
 // overflow (issue 13: 100,000 '[' killed kcached).
 TEST_F(HandlerTest, DeeplyNestedJsonBodiesAreRefused) {
