@@ -1,11 +1,12 @@
-// The job queue's order and bound, the job record's JSON, and the journal's
-// durability across reopening.
+// The job queue's order and bound, the job record's JSON, the journal's
+// durability across reopening, and LocalJobQueue (both behind JobQueue).
 
 #include "temp_dir.h"
 
 #include <kcache/service/job.h>
 #include <kcache/service/job_journal.h>
 #include <kcache/service/job_priority_queue.h>
+#include <kcache/service/job_queue_local.h>
 
 #include <gtest/gtest.h>
 
@@ -106,6 +107,37 @@ TEST(JobJournal, RecordsSurviveReopening) {
   }
   ASSERT_TRUE((*journal)->erase(a.id).has_value());
   EXPECT_EQ((*journal)->load().size(), 1U);
+}
+
+// LocalJobQueue through the JobQueue interface: the priority order, and the
+// records in the journal (or, without one, in memory).
+TEST(JobQueue, LocalQueueOrdersJobsAndKeepsTheirRecords) {
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "jobs").string();
+  const Job job = sample();
+  {
+    auto opened = LocalJobQueue::open(2, path);
+    ASSERT_TRUE(opened.has_value()) << opened.error();
+    JobQueue& queue = **opened;
+    EXPECT_TRUE(queue.push("low", 0, false));
+    EXPECT_TRUE(queue.push("high", 5, false));
+    EXPECT_FALSE(queue.push("more", 0, false)) << "full";
+    EXPECT_EQ(queue.capacity(), 2U);
+    EXPECT_EQ(queue.position("low"), 1U);
+    EXPECT_EQ(queue.pop(), "high");
+    ASSERT_TRUE(queue.put(job).has_value());
+  }
+  auto reopened = LocalJobQueue::open(2, path);
+  ASSERT_TRUE(reopened.has_value()) << reopened.error();
+  EXPECT_EQ((*reopened)->size(), 0U) << "the order is rebuilt from the records at startup";
+  ASSERT_EQ((*reopened)->load().size(), 1U);
+  EXPECT_EQ(job_to_json((*reopened)->load().front(), true), job_to_json(job, true));
+
+  LocalJobQueue memory(4, nullptr);
+  ASSERT_TRUE(memory.put(job).has_value());
+  EXPECT_EQ(memory.load().size(), 1U);
+  ASSERT_TRUE(memory.erase(job.id).has_value());
+  EXPECT_TRUE(memory.load().empty());
 }
 
 } // namespace
