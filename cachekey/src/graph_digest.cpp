@@ -2,6 +2,7 @@
 #include <kcache/cachekey/graph_digest.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -130,16 +131,13 @@ bool is_default_contiguous(const TensorType& type) {
 // are read at entry: 0.
 struct EffectPositions {
   std::vector<std::uint64_t> positions;
-  // Per node: (ordinal, argument index) of each effectful node reading it,
-  // graph inputs aside (their position keeps them apart already). An in-place
-  // op writes one of two look-alike nodes; from then on they differ.
-  std::vector<std::vector<std::uint64_t>> read_by_effects;
+  std::vector<bool> effectful;
 };
 
 EffectPositions effect_positions(const Graph& graph) {
   EffectPositions out;
   out.positions.reserve(graph.nodes().size());
-  out.read_by_effects.resize(graph.nodes().size());
+  out.effectful.reserve(graph.nodes().size());
   std::uint64_t effects = 0;
   // A graph repeats few ops many times: read each op name once.
   std::unordered_map<std::string_view, bool> effectful_op;
@@ -148,19 +146,59 @@ EffectPositions effect_positions(const Graph& graph) {
     if (known.second) {
       known.first->second = is_effectful_op(node.op);
     }
-    if (node.op == Graph::kInputOp) {
-      out.positions.push_back(0);
-    } else if (node.effectful || known.first->second) {
-      for (std::size_t i = 0; i < node.inputs.size(); ++i) {
-        const NodeId read = node.inputs[i].node;
-        if (graph.nodes()[read].op != Graph::kInputOp) {
-          out.read_by_effects[read].insert(out.read_by_effects[read].end(), {effects, i});
-        }
+    const bool effectful = node.op != Graph::kInputOp && (node.effectful || known.first->second);
+    out.effectful.push_back(effectful);
+    out.positions.push_back(node.op == Graph::kInputOp ? 0 : effectful ? effects++ : effects);
+  }
+  return out;
+}
+
+// Which effects may write each pure node: those reading it, and those reading
+// a pure node computed from it (a view aliases its base), as one digest; none
+// for a node no effect reaches so. An in-place op writes one of two look-alike
+// nodes, and from then on they differ. Graph inputs are apart by position.
+std::vector<std::optional<Digest>> written_by(const Graph& graph, const EffectPositions& effects) {
+  const auto& nodes = graph.nodes();
+  std::vector<std::optional<Digest>> out(nodes.size());
+  if (std::none_of(effects.effectful.begin(), effects.effectful.end(), [](bool e) { return e; })) {
+    return out;
+  }
+  std::vector<std::vector<std::uint64_t>> reads(nodes.size()); // (effect ordinal, argument)
+  std::vector<std::vector<NodeId>> pure_readers(nodes.size());
+  for (NodeId id = 0; id < nodes.size(); ++id) {
+    for (std::size_t i = 0; i < nodes[id].inputs.size(); ++i) {
+      const NodeId read = nodes[id].inputs[i].node;
+      if (effects.effectful[id]) {
+        reads[read].insert(reads[read].end(), {effects.positions[id], i});
+      } else {
+        pure_readers[read].push_back(id);
       }
-      out.positions.push_back(effects++);
-    } else {
-      out.positions.push_back(effects);
     }
+  }
+  for (NodeId id = static_cast<NodeId>(nodes.size()); id-- > 0;) { // readers first
+    if (nodes[id].op == Graph::kInputOp || effects.effectful[id]) {
+      continue;
+    }
+    std::vector<Digest> downstream;
+    for (NodeId reader : pure_readers[id]) {
+      if (out[reader]) {
+        downstream.push_back(*out[reader]);
+      }
+    }
+    if (reads[id].empty() && downstream.empty()) {
+      continue;
+    }
+    std::sort(downstream.begin(), downstream.end());
+    CanonicalWriter w;
+    w.tag("written-by").list(reads[id].size());
+    for (std::uint64_t v : reads[id]) {
+      w.u64(v);
+    }
+    w.list(downstream.size());
+    for (const Digest& d : downstream) {
+      w.digest(d);
+    }
+    out[id] = w.sha256();
   }
   return out;
 }
@@ -238,8 +276,8 @@ void encode_attr(CanonicalWriter& w, const AttrValue& attr, const SymbolMap& sym
 }
 
 Digest digest_node(const Node& node, std::uint64_t effect_position,
-                   const std::vector<std::uint64_t>& read_by_effects,
-                   const std::vector<Digest>& done, const SymbolMap& symbols) {
+                   const std::optional<Digest>& written_by, const std::vector<Digest>& done,
+                   const SymbolMap& symbols) {
   CanonicalWriter w;
   w.tag("node").str(node.op);
   w.list(node.attrs.size());
@@ -257,11 +295,8 @@ Digest digest_node(const Node& node, std::uint64_t effect_position,
   }
   // Two effectful nodes never share a digest, however alike.
   w.tag(is_effectful(node) ? "effect" : "after-effects").u64(effect_position);
-  if (!read_by_effects.empty()) { // other nodes hash as before
-    w.tag("read-by-effects").list(read_by_effects.size());
-    for (std::uint64_t v : read_by_effects) {
-      w.u64(v);
-    }
+  if (written_by) { // other nodes hash as before
+    w.tag("written-by").digest(*written_by);
   }
   return w.sha256();
 }
@@ -273,11 +308,11 @@ GraphDigest digest_graph(const Graph& graph) {
   result.symbols = canonical_symbols(graph);
   result.node_digests.reserve(graph.nodes().size());
   const EffectPositions effects = effect_positions(graph);
+  const std::vector<std::optional<Digest>> written = written_by(graph, effects);
   // Node ids are a topological order: add_node only accepts existing inputs.
   for (NodeId id = 0; id < graph.nodes().size(); ++id) {
-    result.node_digests.push_back(digest_node(graph.nodes()[id], effects.positions[id],
-                                              effects.read_by_effects[id], result.node_digests,
-                                              result.symbols));
+    result.node_digests.push_back(digest_node(graph.nodes()[id], effects.positions[id], written[id],
+                                              result.node_digests, result.symbols));
   }
 
   CanonicalWriter w;

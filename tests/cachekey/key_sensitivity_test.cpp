@@ -250,6 +250,16 @@ constexpr const char* kWrittenLookAlike = R"({
     {"name": "read", "op": "aten.neg", "inputs": ["b"], "outputs": [{"dtype": "f32", "shape": [8]}]}],
   "outputs": ["b", "read"]})";
 
+// The same, written through a view of one of them (a view aliases its base).
+constexpr const char* kWrittenThroughView = R"({
+  "inputs": [{"name": "x", "type": {"dtype": "f32", "shape": [8]}}],
+  "nodes": [
+    {"name": "a", "op": "aten.mul", "inputs": ["x", "x"], "outputs": [{"dtype": "f32", "shape": [8]}]},
+    {"name": "b", "op": "aten.mul", "inputs": ["x", "x"], "outputs": [{"dtype": "f32", "shape": [8]}]},
+    {"name": "va", "op": "aten.view", "inputs": ["a"], "attrs": {"size": [8]}, "outputs": [{"dtype": "f32", "shape": [8]}]},
+    {"name": "write", "op": "aten.add_.Scalar", "inputs": ["va"], "attrs": {"other": 1}, "outputs": [{"dtype": "f32", "shape": [8]}]}],
+  "outputs": ["b"]})";
+
 constexpr const char* kDataDependent = R"({
   "inputs": [{"name": "x", "type": {"dtype": "f32", "shape": ["n"]}},
              {"name": "y", "type": {"dtype": "f32", "shape": ["n"]}}],
@@ -468,6 +478,8 @@ std::vector<Case> graph_cases() {
       {"written_look_alike_read", kDiffer,
        edit_graph(R"("aten.neg", "inputs": ["b"])", R"("aten.neg", "inputs": ["a"])"),
        use_graph(kWrittenLookAlike)},
+      {"look_alike_written_through_view_output", kDiffer,
+       edit_graph(R"("outputs": ["b"])", R"("outputs": ["a"])"), use_graph(kWrittenThroughView)},
       {"look_alikes_swapped_with_their_writer", kMatch,
        [](Request& r) {
          replace(*r.graph_json, R"("aten.add_.Scalar", "inputs": ["a"])",

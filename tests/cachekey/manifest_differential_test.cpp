@@ -71,6 +71,7 @@ enum class Sem {
   kSubK,
   kFull,
   kMinMax,
+  kView,
   kAddInPlace,
   kMulKInPlace,
   kCopyInPlace,
@@ -88,7 +89,7 @@ struct OpInfo {
   std::uint32_t outputs;
 };
 
-constexpr std::array<OpInfo, 17> kOps = {{
+constexpr std::array<OpInfo, 18> kOps = {{
     {"aten.add.Tensor", Sem::kAdd, 2, "", false, false, 1},
     {"aten.sub.Tensor", Sem::kSub, 2, "", false, false, 1},
     {"aten.mul.Tensor", Sem::kMul, 2, "", false, false, 1},
@@ -101,12 +102,19 @@ constexpr std::array<OpInfo, 17> kOps = {{
     {"aten.sub.Scalar", Sem::kSubK, 1, "other", false, false, 1},
     {"aten.full", Sem::kFull, 0, "fill_value", false, false, 1},
     {"mylib.minmax", Sem::kMinMax, 2, "", false, false, 2},
+    {"aten.view", Sem::kView, 1, "", false, false, 1}, // aliases its argument
     {"aten.add_.Tensor", Sem::kAddInPlace, 2, "", true, false, 1},
     {"aten.mul_.Scalar", Sem::kMulKInPlace, 1, "other", true, false, 1},
     {"aten.copy_", Sem::kCopyInPlace, 2, "", true, false, 1},
     {"aten.rand_like", Sem::kRand, 1, "", true, false, 1},
     {"mylib.accumulate", Sem::kAccumulate, 1, "", true, true, 1},
 }};
+
+int op_index(Sem sem) {
+  return static_cast<int>(
+      std::find_if(kOps.begin(), kOps.end(), [&](const OpInfo& o) { return o.sem == sem; }) -
+      kOps.begin());
+}
 
 struct Ref {
   std::size_t id = 0; // index into Program::nodes
@@ -434,7 +442,17 @@ Program generate(Rng& rng) {
         }
       }
       if (kOps[op].effect && !twins.empty() && !node.args.empty() && chance(rng, 60)) {
-        node.args[0] = Ref{pick_of(rng, twins), 0};
+        Ref target{pick_of(rng, twins), 0};
+        if (i + 1 < n_nodes && chance(rng, 40)) { // written through a view
+          PNode view;
+          view.name = names[i++];
+          view.op = op_index(Sem::kView);
+          view.args = {target};
+          view.type = type_of(p, target);
+          p.nodes.push_back(std::move(view));
+          target = Ref{p.nodes.size() - 1, 0};
+        }
+        node.args[0] = target;
       }
       node.k = kOps[op].attr.empty() ? 0 : static_cast<std::int64_t>(rng() % 7) - 3;
       node.type = node.args.empty() ? TensorType{"i64", {}, {}} : type_of(p, node.args[0]);
@@ -763,7 +781,8 @@ std::uint64_t mix(std::uint64_t x) { // splitmix64
 }
 
 // Runs the program in listing order. Each tensor is one storage cell; an
-// in-place op writes its first argument's cell and returns it; a node reads
+// in-place op writes its first argument's cell and returns it, a view shares
+// its argument's; a node reads
 // its arguments' cells when it runs, and a node named before it is listed
 // runs when first needed. Graph outputs are read at the end.
 class Machine {
@@ -914,6 +933,9 @@ private:
       return fresh(n.k);
     case Sem::kMinMax:
       cells_of_[id] = {new_cell(std::min(arg(0), arg(1))), new_cell(std::max(arg(0), arg(1)))};
+      return;
+    case Sem::kView: // the same cell: a write through either is seen by both
+      cells_of_[id] = {cells_of_[n.args[0].id].at(n.args[0].output)};
       return;
     case Sem::kAddInPlace:
       return write_first(add(arg(0), arg(1)));
@@ -1729,10 +1751,12 @@ Maybe row_major_strides(Rng& rng, const Program& p) {
 // graph; with effects, one of the two may be written in place.
 Maybe twin_redirect(Rng& rng, const Program& p) {
   Program q = p;
+  // Nodes an effect may write: read by one, or through pure nodes (views).
   std::set<std::size_t> read_by_effects;
-  for (const PNode& n : q.nodes) {
+  for (std::size_t id = q.nodes.size(); id-- > 0;) {
+    const PNode& n = q.nodes[id];
     for (const Ref& a : n.args) {
-      if (n.effect()) {
+      if (n.effect() || read_by_effects.count(id) > 0) {
         read_by_effects.insert(a.id);
       }
     }
@@ -2072,7 +2096,7 @@ Maybe add_dead_node(Rng& rng, const Program& p) {
   Program q = p;
   PNode n;
   n.name = "dead";
-  n.op = 5; // aten.neg
+  n.op = op_index(Sem::kNeg);
   n.args = {any_value(rng, q)};
   n.type = type_of(q, n.args[0]);
   q.nodes.push_back(std::move(n));
@@ -2204,25 +2228,34 @@ public:
   explicit Fuzzer(std::uint64_t seed) : seed_(seed), rng_(seed) {}
 
   // One round: a program and three variants of it, each keyed and evaluated
-  // against it. Returns a failure message, or "".
+  // against it. Each transformation in turn leads a round, on a program it
+  // applies to, so a short run tries them all; two more (any that apply)
+  // follow. Returns a failure message, or "".
   std::string round(std::uint64_t index) {
-    const Program a = generate(rng_);
+    const Transform& lead = transforms()[index % transforms().size()];
+    Program a;
+    std::vector<std::pair<const Transform*, Variant>> variants;
+    for (int tries = 0; tries < 16 && variants.empty(); ++tries) {
+      a = generate(rng_);
+      if (Maybe v = lead.apply(rng_, a); v && well_formed(v->p)) {
+        variants.emplace_back(&lead, std::move(*v));
+      }
+    }
+    for (int tries = 0; tries < 6 && variants.size() < 3; ++tries) {
+      const Transform& t = pick_of(rng_, transforms());
+      if (Maybe v = t.apply(rng_, a); v && well_formed(v->p)) {
+        variants.emplace_back(&t, std::move(*v));
+      }
+    }
     const Built ba = build(rng_, a);
     const std::string where = "seed " + std::to_string(seed_) + ", round " + std::to_string(index);
     if (!ba.manifest) {
       return where + ": refused: " + ba.manifest.error() + "\n" + ba.shown;
     }
-    const std::string ka = ba.manifest->key();
-    std::string failure = remember(ka, a, ba.shown);
-    for (int v = 0; v < 3 && failure.empty(); ++v) {
-      for (int tries = 0; tries < 6; ++tries) { // a transformation that applies
-        // In turn, so that a short run still tries each one.
-        const Transform& t = transforms()[next_++ % transforms().size()];
-        const Maybe variant = t.apply(rng_, a);
-        if (variant && well_formed(variant->p)) {
-          failure = check(where + ", transformation " + t.name, tallies_[t.name], a, ba, *variant);
-          break;
-        }
+    std::string failure = remember(ba.manifest->key(), a, ba.shown);
+    for (const auto& [t, variant] : variants) {
+      if (failure.empty()) {
+        failure = check(where + ", transformation " + t->name, tallies_[t->name], a, ba, variant);
       }
     }
     return failure;
@@ -2278,7 +2311,6 @@ private:
 
   std::uint64_t seed_;
   Rng rng_;
-  std::size_t next_ = 0;
   std::map<std::string, Tally> tallies_;
   std::map<std::string, std::pair<Program, std::string>> seen_;
 };

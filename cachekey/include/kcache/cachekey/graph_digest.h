@@ -16,9 +16,10 @@
 // covers its ordinal among effectful nodes, so two random or in-place nodes
 // are never merged by content and swapping two effects changes the digest;
 // any other node's digest covers how many effects precede it (it may read
-// state they changed). A node (not a graph input) that effectful nodes read
-// also covers each such read (the effect's ordinal, the argument's position):
-// of two look-alikes, the one written in place is no longer the other. In a
+// state they changed). A pure node that effectful nodes read, directly or
+// through pure nodes computed from it (a view aliases its base), also covers
+// those reads (the effect's ordinal, the argument's position): of two
+// look-alikes, the one written in place is no longer the other. In a
 // graph without effects every node covers position 0, so its digest still
 // ignores node order.
 //
