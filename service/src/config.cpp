@@ -136,11 +136,30 @@ tl::expected<ServiceConfig, std::string> load_config_file(const std::string& pat
     if (auto v = (*limits)["max_connections"].value<std::int64_t>()) {
       c.limits.max_connections = static_cast<std::size_t>(std::max<std::int64_t>(1, *v));
     }
-    if (auto v = (*limits)["idle_timeout_s"].value<std::int64_t>()) {
-      c.limits.idle_timeout = std::chrono::seconds(std::max<std::int64_t>(1, *v));
+    if (auto v = (*limits)["max_connections_per_peer"].value<std::int64_t>()) {
+      c.limits.max_connections_per_peer = static_cast<std::size_t>(std::max<std::int64_t>(0, *v));
+    }
+    for (auto [key, out] : {std::pair<std::string_view, std::chrono::seconds*>{
+                                "header_timeout_s", &c.limits.header_timeout},
+                            {"idle_timeout_s", &c.limits.idle_timeout},
+                            {"stall_timeout_s", &c.limits.stall_timeout}}) {
+      if (auto v = (*limits)[key].value<std::int64_t>()) {
+        *out = std::chrono::seconds(std::max<std::int64_t>(1, *v));
+      }
     }
     if (auto v = (*limits)["drain_timeout_s"].value<std::int64_t>()) {
       c.limits.drain_timeout = std::chrono::seconds(std::max<std::int64_t>(0, *v));
+    }
+    for (auto [key, out] :
+         {std::pair<std::string_view, std::uint64_t*>{"body_memory", &c.limits.body_memory_bytes},
+          {"send_memory", &c.limits.send_memory_bytes}}) {
+      if (const toml::node* n = limits->get(key)) {
+        auto v = size_value(*n, path + ": limits." + std::string(key));
+        if (!v) {
+          return tl::unexpected(v.error());
+        }
+        *out = *v;
+      }
     }
   }
   if (const toml::table* jobs = doc["jobs"].as_table()) {
@@ -210,6 +229,14 @@ usage: kcached [--config FILE] [options]
   --threads N            I/O threads (default: one per core)
   --max-body-bytes SIZE  largest request body (default 1GiB)
   --max-connections N    concurrent connections (default 1024)
+  --max-connections-per-peer N  concurrent connections from one address (default 128; 0: no cap)
+  --header-timeout-s N   a new connection must send its request head within this (default 10)
+  --idle-timeout-s N     a keep-alive connection may wait this long between requests (default 60)
+  --stall-timeout-s N    a body read or response write without progress this long ends the
+                         connection (default 30)
+  --body-memory SIZE     request bodies held in memory across connections (default 1GiB;
+                         over it: 503 with Retry-After)
+  --send-memory SIZE     responses being written across connections (default 1GiB; over it: 503)
   --log-level LEVEL      trace, debug, info, warn, error
   --port-file PATH       write the bound TCP port here once listening
   --worker-binary PATH   the kcache-worker that compiles jobs (default: found next to kcached)
@@ -266,7 +293,8 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
     } else if (flag == "--port-file") {
       c.port_file = value;
     } else if (flag == "--disk-capacity" || flag == "--memory-capacity" ||
-               flag == "--max-body-bytes" || flag == "--worker-memory") {
+               flag == "--max-body-bytes" || flag == "--worker-memory" || flag == "--body-memory" ||
+               flag == "--send-memory") {
       auto size = storage::parse_size(value);
       if (!size) {
         return fail(std::string(flag) + ": " + size.error().message);
@@ -277,6 +305,8 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
       (flag == "--disk-capacity"     ? c.disk_capacity
        : flag == "--memory-capacity" ? c.memory_capacity
        : flag == "--worker-memory"   ? c.jobs.memory_bytes
+       : flag == "--body-memory"     ? c.limits.body_memory_bytes
+       : flag == "--send-memory"     ? c.limits.send_memory_bytes
                                      : c.limits.max_body_bytes) = *size;
     } else if (flag == "--worker-binary") {
       c.jobs.worker_binary = value;
@@ -297,16 +327,29 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
       } else {
         c.jobs.wall_clock = std::chrono::seconds(std::max<std::uint64_t>(1, *n));
       }
-    } else if (flag == "--threads" || flag == "--max-connections") {
+    } else if (flag == "--threads" || flag == "--max-connections" ||
+               flag == "--max-connections-per-peer") {
       auto n = parse_uint(value, flag);
       if (!n) {
         return tl::unexpected(n.error());
       }
       if (flag == "--threads") {
         c.threads = static_cast<unsigned>(*n);
-      } else {
+      } else if (flag == "--max-connections") {
         c.limits.max_connections = std::max<std::size_t>(1, *n);
+      } else {
+        c.limits.max_connections_per_peer = static_cast<std::size_t>(*n);
       }
+    } else if (flag == "--header-timeout-s" || flag == "--idle-timeout-s" ||
+               flag == "--stall-timeout-s") {
+      auto n = parse_uint(value, flag);
+      if (!n) {
+        return tl::unexpected(n.error());
+      }
+      (flag == "--header-timeout-s" ? c.limits.header_timeout
+       : flag == "--idle-timeout-s" ? c.limits.idle_timeout
+                                    : c.limits.stall_timeout) =
+          std::chrono::seconds(std::max<std::uint64_t>(1, *n));
     } else {
       return fail("unknown option " + std::string(flag) + "\n" + usage());
     }

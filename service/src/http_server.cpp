@@ -7,13 +7,18 @@
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <limits>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace kcache::service {
 
@@ -22,15 +27,48 @@ namespace beast = boost::beast;
 using tcp = asio::ip::tcp;
 using unix_stream = asio::local::stream_protocol;
 
+// Bytes held across connections, under a cap. One reservation larger than the
+// cap passes when nothing else is held, so a request or response of the
+// largest allowed size is never refused forever: usage stays under
+// max(cap, the largest single reservation).
+class Budget {
+public:
+  explicit Budget(std::uint64_t cap) : cap_(cap) {}
+  bool try_reserve(std::uint64_t bytes) {
+    std::uint64_t used = used_.load();
+    do {
+      if (used != 0 && used + bytes > cap_) {
+        return false;
+      }
+    } while (!used_.compare_exchange_weak(used, used + bytes));
+    return true;
+  }
+  void release(std::uint64_t bytes) { used_.fetch_sub(bytes); }
+  std::uint64_t used() const { return used_.load(); }
+
+private:
+  const std::uint64_t cap_;
+  std::atomic<std::uint64_t> used_{0};
+};
+
 class SessionBase {
 public:
   virtual ~SessionBase() = default;
   virtual void on_drain() = 0;
+  // Closes the connection to make room for a new one.
+  virtual void evict() = 0;
+
+  std::string peer; // the remote address; "" for the Unix socket (not capped per peer)
+  std::chrono::steady_clock::time_point accepted = std::chrono::steady_clock::now();
+  // Set once a request head has been admitted; under State::mu.
+  bool established = false;
+  bool evicting = false;
 };
 
 struct HttpServer::State {
   asio::io_context& io;
   Handler handler;
+  Admit admit;
   Limits limits;
   std::optional<tcp::acceptor> tcp_acceptor;
   std::optional<unix_stream::acceptor> unix_acceptor;
@@ -38,12 +76,140 @@ struct HttpServer::State {
   std::atomic<std::size_t> connections{0};
   std::atomic<bool> draining{false};
   std::mutex mu;
-  std::unordered_set<SessionBase*> sessions; // registered while alive
+  std::unordered_set<SessionBase*> sessions;             // registered while alive
+  std::unordered_map<std::string, std::size_t> per_peer; // open connections by address
   std::function<void()> on_drained;
   std::optional<asio::steady_timer> drain_timer;
+  Budget body_budget;
+  Budget send_budget;
+  std::atomic<std::int64_t> last_trim_ms{0};
+  // Shared with a pending trim's timer, which may outlive the server.
+  std::shared_ptr<std::atomic<bool>> trim_pending = std::make_shared<std::atomic<bool>>(false);
 
-  State(asio::io_context& io_context, Handler h, Limits l)
-      : io(io_context), handler(std::move(h)), limits(l) {}
+  MetricsRegistry own_metrics; // used when the server was given none
+  Counter& refused_max_connections;
+  Counter& refused_per_peer;
+  Counter& evicted;
+  Counter& header_timeouts;
+  Counter& stall_timeouts;
+  Counter& body_budget_refusals;
+  Counter& send_budget_refusals;
+  Counter& early_rejections;
+
+  State(asio::io_context& io_context, Handler h, Admit a, Limits l, MetricsRegistry* m)
+      : io(io_context), handler(std::move(h)), admit(std::move(a)), limits(l),
+        body_budget(l.body_memory_bytes), send_budget(l.send_memory_bytes),
+        refused_max_connections(registry(m).counter("kcache_http_connections_refused_total",
+                                                    "Connections answered 503 at accept, by reason",
+                                                    {{"reason", "max_connections"}})),
+        refused_per_peer(registry(m).counter("kcache_http_connections_refused_total",
+                                             "Connections answered 503 at accept, by reason",
+                                             {{"reason", "per_peer"}})),
+        evicted(registry(m).counter(
+            "kcache_http_connections_evicted_total",
+            "Connections without an admitted request closed to make room for new ones")),
+        header_timeouts(registry(m).counter(
+            "kcache_http_header_timeouts_total",
+            "Connections closed because a request head did not arrive within header_timeout")),
+        stall_timeouts(registry(m).counter(
+            "kcache_http_stall_timeouts_total",
+            "Connections closed because a body read or a response write stalled")),
+        body_budget_refusals(registry(m).counter(
+            "kcache_http_budget_refusals_total",
+            "Requests answered 503 because a memory budget was spent", {{"budget", "body"}})),
+        send_budget_refusals(registry(m).counter(
+            "kcache_http_budget_refusals_total",
+            "Requests answered 503 because a memory budget was spent", {{"budget", "send"}})),
+        early_rejections(registry(m).counter(
+            "kcache_http_rejected_before_body_total",
+            "Requests refused on their head (token, role, route, size) without reading the "
+            "body")) {}
+
+  MetricsRegistry& registry(MetricsRegistry* m) { return m != nullptr ? *m : own_metrics; }
+
+  // Three quarters of the response memory in flight: a large answer built now
+  // would most likely be refused after the work of loading it.
+  bool sends_spent() const { return send_budget.used() >= limits.send_memory_bytes / 4 * 3; }
+
+  enum class Door { kOpen, kFull, kPeerFull };
+
+  // Counts a new connection in, or says why not. When every slot is taken, the
+  // oldest connection that has not yet had a request admitted gives its own.
+  Door enter(SessionBase& session) {
+    std::lock_guard lock(mu);
+    if (!session.peer.empty() && limits.max_connections_per_peer > 0 &&
+        per_peer[session.peer] >= limits.max_connections_per_peer) {
+      if (per_peer[session.peer] == 0) {
+        per_peer.erase(session.peer);
+      }
+      return Door::kPeerFull;
+    }
+    if (connections.load() >= limits.max_connections) {
+      SessionBase* victim = nullptr;
+      for (SessionBase* s : sessions) {
+        if (!s->established && !s->evicting &&
+            (victim == nullptr || s->accepted < victim->accepted)) {
+          victim = s;
+        }
+      }
+      if (victim == nullptr) {
+        return Door::kFull;
+      }
+      // The victim leaves on its own strand; until then the count is one over.
+      victim->evicting = true;
+      victim->evict();
+    }
+    connections.fetch_add(1);
+    if (!session.peer.empty()) {
+      ++per_peer[session.peer];
+    }
+    sessions.insert(&session);
+    return Door::kOpen;
+  }
+
+  void leave(SessionBase& session) {
+    {
+      std::lock_guard lock(mu);
+      if (sessions.erase(&session) == 0) {
+        return; // never entered
+      }
+      if (!session.peer.empty()) {
+        if (auto it = per_peer.find(session.peer); it != per_peer.end() && --it->second == 0) {
+          per_peer.erase(it);
+        }
+      }
+      connections.fetch_sub(1);
+    }
+    finish_drain_if_done();
+  }
+
+  void mark_established(SessionBase& session) {
+    std::lock_guard lock(mu);
+    session.established = true;
+  }
+
+  // glibc keeps freed large blocks in its arenas; after a large body or
+  // response is freed, give the pages back: at most once a second (a trim
+  // walks every arena), and once more a second after the last such free.
+  void trim_after_large_free() {
+    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch())
+                            .count();
+    std::int64_t last = last_trim_ms.load();
+    if (now_ms - last >= 1000 && last_trim_ms.compare_exchange_strong(last, now_ms)) {
+      ::malloc_trim(0);
+      return;
+    }
+    if (!trim_pending->exchange(true)) {
+      auto timer = std::make_shared<asio::steady_timer>(io, std::chrono::seconds(1));
+      timer->async_wait([pending = trim_pending, timer](beast::error_code ec) {
+        *pending = false;
+        if (!ec) {
+          ::malloc_trim(0);
+        }
+      });
+    }
+  }
 
   void finish_drain_if_done() {
     std::function<void()> done;
@@ -64,6 +230,15 @@ struct HttpServer::State {
 
 namespace {
 
+// Bodies of methods that carry none are refused past this; responses up to it
+// are not counted against the send budget (connections x this stays small).
+constexpr std::uint64_t kSmallBytes = 64 << 10;
+// Frees of at least this much are followed by a trim.
+constexpr std::uint64_t kLargeBytes = 1 << 20;
+// A refused request's unread body is read and dropped this long at most, so
+// the client sees the answer instead of a reset.
+constexpr std::chrono::seconds kLinger{2};
+
 Response plain_error(http::status status, const std::string& message) {
   Response res{status, 11};
   res.set(http::field::server, "kcached");
@@ -74,6 +249,27 @@ Response plain_error(http::status status, const std::string& message) {
   return res;
 }
 
+Response busy(const std::string& message) {
+  Response res = plain_error(http::status::service_unavailable, message);
+  res.set(http::field::retry_after, "1");
+  return res;
+}
+
+bool carries_no_body(http::verb method) {
+  return method == http::verb::get || method == http::verb::head || method == http::verb::delete_ ||
+         method == http::verb::options;
+}
+
+std::string peer_address(const tcp::socket& socket) {
+  beast::error_code ec;
+  const auto endpoint = socket.remote_endpoint(ec);
+  return ec ? std::string("?") : endpoint.address().to_string();
+}
+
+std::string peer_address(const unix_stream::socket& /*socket*/) {
+  return ""; // local clients: not capped per peer
+}
+
 template <typename Protocol>
 class Session final : public SessionBase, public std::enable_shared_from_this<Session<Protocol>> {
 public:
@@ -81,23 +277,18 @@ public:
 
   Session(typename Protocol::socket socket, std::shared_ptr<HttpServer::State> state)
       : stream_(std::move(socket)), state_(std::move(state)) {
+    peer = peer_address(stream_.socket());
     buffer_.reserve(16 << 10); // room for a request head in one read
   }
 
   ~Session() override {
-    {
-      std::lock_guard lock(state_->mu);
-      state_->sessions.erase(this);
-    }
-    state_->connections.fetch_sub(1);
-    state_->finish_drain_if_done();
+    release_budgets();
+    state_->leave(*this);
   }
 
+  typename Protocol::socket& socket() { return stream_.socket(); }
+
   void start() {
-    {
-      std::lock_guard lock(state_->mu);
-      state_->sessions.insert(this);
-    }
     asio::dispatch(stream_.get_executor(),
                    [self = this->shared_from_this()] { self->read_request(); });
   }
@@ -105,37 +296,60 @@ public:
   void on_drain() override {
     asio::post(stream_.get_executor(), [weak = this->weak_from_this()] {
       if (auto self = weak.lock(); self && self->idle_) {
-        beast::error_code ec;
-        self->stream_.socket().shutdown(Protocol::socket::shutdown_both, ec);
-        self->stream_.close();
+        self->shut();
+      }
+    });
+  }
+
+  void evict() override {
+    asio::post(stream_.get_executor(), [weak = this->weak_from_this()] {
+      if (auto self = weak.lock()) {
+        self->state_->evicted.inc();
+        self->shut();
       }
     });
   }
 
 private:
+  void shut() {
+    beast::error_code ec;
+    stream_.socket().shutdown(Protocol::socket::shutdown_both, ec);
+    stream_.close();
+  }
+
   void read_request() {
     parser_.emplace();
     parser_->header_limit(state_->limits.max_header_bytes);
-    parser_->body_limit(state_->limits.max_body_bytes);
+    // The body's limit is set once the head is admitted: a Content-Length
+    // over it must not be answered before the token is checked. (Not
+    // boost::none: Boost 1.74 compares a length with an empty optional as over.)
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     idle_ = buffer_.size() == 0;
-    stream_.expires_after(state_->limits.idle_timeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
-                       self->on_read(ec);
-                     });
+    // A new connection has header_timeout to send its request head; a
+    // keep-alive one may first sit idle.
+    stream_.expires_after(requests_ == 0
+                              ? state_->limits.header_timeout
+                              : state_->limits.idle_timeout + state_->limits.header_timeout);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+                              self->on_header(ec);
+                            });
   }
 
-  void on_read(beast::error_code ec) {
+  // True when the error ends the connection quietly.
+  bool gone(beast::error_code ec) const {
+    return ec == http::error::end_of_stream || ec == asio::error::eof ||
+           ec == beast::error::timeout || ec == asio::error::operation_aborted ||
+           ec == asio::error::connection_reset || ec == asio::error::bad_descriptor;
+  }
+
+  void on_header(beast::error_code ec) {
     idle_ = false;
-    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == beast::error::timeout ||
-        ec == asio::error::operation_aborted || ec == asio::error::connection_reset ||
-        ec == asio::error::bad_descriptor) {
-      return close();
+    if (ec == beast::error::timeout && requests_ == 0) {
+      state_->header_timeouts.inc();
     }
-    if (ec == http::error::body_limit) {
-      return reject(http::status::payload_too_large,
-                    "request body over the limit of " +
-                        std::to_string(state_->limits.max_body_bytes) + " bytes");
+    if (gone(ec)) {
+      return close();
     }
     if (ec == http::error::header_limit) {
       return reject(http::status::request_header_fields_too_large,
@@ -145,6 +359,110 @@ private:
     if (ec) {
       return reject(http::status::bad_request, "malformed request: " + ec.message());
     }
+    const Request& head = parser_->get();
+    if (state_->admit) {
+      std::optional<Response> refused;
+      try {
+        refused = state_->admit(head, state_->sends_spent());
+      } catch (const std::exception& e) {
+        spdlog::error("admission threw: {}", e.what());
+        refused = plain_error(http::status::internal_server_error, "internal error");
+      }
+      if (refused) {
+        (refused->result() == http::status::service_unavailable ? state_->send_budget_refusals
+                                                                : state_->early_rejections)
+            .inc();
+        refused->keep_alive(false);
+        return write(std::move(*refused));
+      }
+    }
+    state_->mark_established(*this);
+    const std::uint64_t limit = carries_no_body(head.method())
+                                    ? std::min(kSmallBytes, state_->limits.max_body_bytes)
+                                    : state_->limits.max_body_bytes;
+    if (parser_->content_length().value_or(0) > limit) {
+      state_->early_rejections.inc();
+      return reject(http::status::payload_too_large,
+                    "request body over the limit of " + std::to_string(limit) + " bytes");
+    }
+    parser_->body_limit(limit);
+    if (parser_->is_done()) {
+      return dispatch();
+    }
+    // A known length is reserved whole (string_body allocates it at once); a
+    // chunked body is charged as it grows.
+    if (const auto length = parser_->content_length()) {
+      if (!reserve_body(*length)) {
+        return refuse_body();
+      }
+    }
+    if (beast::iequals(head[http::field::expect], "100-continue")) {
+      continue_.emplace(http::status::continue_, head.version());
+      return http::async_write(
+          stream_, *continue_,
+          [self = this->shared_from_this()](beast::error_code write_ec, std::size_t) {
+            self->continue_.reset();
+            if (write_ec) {
+              return self->close();
+            }
+            self->read_body();
+          });
+    }
+    read_body();
+  }
+
+  bool reserve_body(std::uint64_t bytes) {
+    if (!state_->body_budget.try_reserve(bytes)) {
+      return false;
+    }
+    body_reserved_ += bytes;
+    return true;
+  }
+
+  void refuse_body() {
+    state_->body_budget_refusals.inc();
+    spdlog::info("refused a request body: the body memory budget ({} bytes) is spent",
+                 state_->limits.body_memory_bytes);
+    write(busy("the server's request body memory is spent; retry later"));
+  }
+
+  void read_body() {
+    stream_.expires_after(state_->limits.stall_timeout);
+    http::async_read_some(stream_, buffer_, *parser_,
+                          [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+                            self->on_body(ec);
+                          });
+  }
+
+  void on_body(beast::error_code ec) {
+    if (ec == beast::error::timeout) {
+      state_->stall_timeouts.inc();
+    }
+    if (gone(ec)) {
+      return close();
+    }
+    if (ec == http::error::body_limit) {
+      return reject(http::status::payload_too_large,
+                    "request body over the limit of " +
+                        std::to_string(state_->limits.max_body_bytes) + " bytes");
+    }
+    if (ec) {
+      return reject(http::status::bad_request, "malformed request: " + ec.message());
+    }
+    if (!parser_->content_length()) {
+      const std::uint64_t held = parser_->get().body().capacity();
+      if (held > body_reserved_ && !reserve_body(held - body_reserved_)) {
+        return refuse_body();
+      }
+    }
+    if (!parser_->is_done()) {
+      return read_body();
+    }
+    dispatch();
+  }
+
+  void dispatch() {
+    ++requests_;
     Request request = parser_->release();
     const std::string what =
         std::string(request.method_string()) + " " + std::string(request.target());
@@ -165,6 +483,8 @@ private:
   }
 
   void respond(Response response) {
+    // The handler is done with the request: its body no longer counts.
+    release_body();
     if (state_->draining) {
       response.keep_alive(false);
     }
@@ -177,21 +497,73 @@ private:
   }
 
   void write(Response response) {
+    const std::uint64_t size = response.body().size();
+    if (size > kSmallBytes) {
+      if (state_->send_budget.try_reserve(size)) {
+        send_reserved_ = size;
+      } else {
+        state_->send_budget_refusals.inc();
+        const bool keep_alive = response.keep_alive();
+        response = busy("the server's response memory is spent; retry later");
+        response.keep_alive(keep_alive);
+      }
+    }
     response_ = std::make_shared<Response>(std::move(response));
-    stream_.expires_after(state_->limits.idle_timeout);
-    http::async_write(stream_, *response_,
-                      [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
-                        self->on_write(ec);
-                      });
+    serializer_.emplace(*response_);
+    write_some();
+  }
+
+  // One write at a time, each with its own deadline: a peer that reads slowly
+  // but steadily is served; one that stops reading is cut off.
+  void write_some() {
+    stream_.expires_after(state_->limits.stall_timeout);
+    http::async_write_some(stream_, *serializer_,
+                           [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+                             self->on_write(ec);
+                           });
   }
 
   void on_write(beast::error_code ec) {
+    if (ec == beast::error::timeout) {
+      state_->stall_timeouts.inc();
+    }
+    if (!ec && !serializer_->is_done()) {
+      return write_some();
+    }
     const bool keep_alive = response_->keep_alive();
+    serializer_.reset();
     response_.reset();
-    if (ec || !keep_alive || state_->draining) {
+    release_send();
+    if (ec) {
+      return close();
+    }
+    if (parser_ && !parser_->is_done()) {
+      return linger(); // answered on the head: the body was never read
+    }
+    if (!keep_alive || state_->draining) {
       return close();
     }
     read_request();
+  }
+
+  // Reads and drops what the client still sends, for a moment, then closes:
+  // closing with unread data would reset the connection and lose our answer.
+  void linger() {
+    beast::error_code ec;
+    stream_.socket().shutdown(Protocol::socket::shutdown_send, ec);
+    linger_buffer_.resize(16 << 10);
+    stream_.expires_after(kLinger);
+    drop_input();
+  }
+
+  void drop_input() {
+    stream_.async_read_some(asio::buffer(linger_buffer_),
+                            [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+                              if (ec) {
+                                return self->stream_.close();
+                              }
+                              self->drop_input();
+                            });
   }
 
   void close() {
@@ -200,13 +572,55 @@ private:
     stream_.close();
   }
 
+  void release_body() {
+    if (body_reserved_ > 0) {
+      state_->body_budget.release(body_reserved_);
+      if (body_reserved_ >= kLargeBytes) {
+        state_->trim_after_large_free();
+      }
+      body_reserved_ = 0;
+    }
+  }
+
+  void release_send() {
+    if (send_reserved_ > 0) {
+      state_->send_budget.release(send_reserved_);
+      if (send_reserved_ >= kLargeBytes) {
+        state_->trim_after_large_free();
+      }
+      send_reserved_ = 0;
+    }
+  }
+
+  void release_budgets() {
+    parser_.reset(); // frees a body still held before its bytes are released
+    release_body();
+    release_send();
+  }
+
   Stream stream_;
   std::shared_ptr<HttpServer::State> state_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::response<http::empty_body>> continue_;
   std::shared_ptr<Response> response_;
+  std::optional<http::response_serializer<http::string_body>> serializer_;
+  std::vector<char> linger_buffer_;
+  std::uint64_t body_reserved_ = 0;
+  std::uint64_t send_reserved_ = 0;
+  std::uint64_t requests_ = 0;
   bool idle_ = true;
 };
+
+// Over a limit: a short answer, written synchronously, then the door closes.
+template <typename Socket>
+void turn_away(Socket& socket, Counter& counter, const std::string& message) {
+  counter.inc();
+  Response response = busy(message);
+  beast::error_code ec;
+  http::write(socket, response, ec);
+  socket.close(ec);
+}
 
 template <typename Protocol, typename Acceptor>
 void accept_loop(std::shared_ptr<HttpServer::State> state, Acceptor& acceptor) {
@@ -217,15 +631,18 @@ void accept_loop(std::shared_ptr<HttpServer::State> state, Acceptor& acceptor) {
           return;
         }
         if (!ec) {
-          if (state->connections.fetch_add(1) >= state->limits.max_connections) {
-            state->connections.fetch_sub(1);
-            // Over the limit: a short answer, written synchronously, then the door closes.
-            Response busy = plain_error(http::status::service_unavailable, "too many connections");
-            beast::error_code write_ec;
-            http::write(socket, busy, write_ec);
-            socket.close(write_ec);
-          } else {
-            std::make_shared<Session<Protocol>>(std::move(socket), state)->start();
+          auto session = std::make_shared<Session<Protocol>>(std::move(socket), state);
+          switch (state->enter(*session)) {
+          case HttpServer::State::Door::kOpen:
+            session->start();
+            break;
+          case HttpServer::State::Door::kFull:
+            turn_away(session->socket(), state->refused_max_connections, "too many connections");
+            break;
+          case HttpServer::State::Door::kPeerFull:
+            turn_away(session->socket(), state->refused_per_peer,
+                      "too many connections from this address");
+            break;
           }
         } else {
           spdlog::warn("accept failed: {}", ec.message());
@@ -236,8 +653,30 @@ void accept_loop(std::shared_ptr<HttpServer::State> state, Acceptor& acceptor) {
 
 } // namespace
 
-HttpServer::HttpServer(asio::io_context& io, Handler handler, Limits limits)
-    : state_(std::make_shared<State>(io, std::move(handler), limits)) {}
+HttpServer::HttpServer(asio::io_context& io, Handler handler, Limits limits,
+                       MetricsRegistry* metrics, Admit admit)
+    : state_(std::make_shared<State>(io, std::move(handler), std::move(admit), limits, metrics)) {
+  if (metrics != nullptr) {
+    metrics->describe("kcache_http_connections", "gauge", "Open connections");
+    metrics->describe("kcache_http_body_bytes_buffered", "gauge",
+                      "Request body bytes held in memory (counted against body_memory)");
+    metrics->describe("kcache_http_send_bytes_in_flight", "gauge",
+                      "Response bytes being written (counted against send_memory)");
+    metrics->add_collector(
+        [weak = std::weak_ptr<State>(state_)](std::vector<MetricsRegistry::Sample>& out) {
+          if (auto state = weak.lock()) {
+            out.push_back(
+                {"kcache_http_connections", {}, static_cast<double>(state->connections.load())});
+            out.push_back({"kcache_http_body_bytes_buffered",
+                           {},
+                           static_cast<double>(state->body_budget.used())});
+            out.push_back({"kcache_http_send_bytes_in_flight",
+                           {},
+                           static_cast<double>(state->send_budget.used())});
+          }
+        });
+  }
+}
 
 HttpServer::~HttpServer() {
   beast::error_code ec;

@@ -160,6 +160,21 @@ Response RequestHandler::handle(const Request& request) {
   return respond_now(request, prepare(request));
 }
 
+std::optional<Response> RequestHandler::admit(const Request& head, bool sends_spent) {
+  Prepared prepared = prepare(head);
+  if (!prepared.rejected && sends_spent &&
+      (head.method() == http::verb::get || head.method() == http::verb::post) &&
+      (prepared.label == "artifacts" || prepared.label == "cas" || prepared.label == "batch_get")) {
+    prepared.rejected = error(head, http::status::service_unavailable,
+                              "the server's response memory is spent; retry later");
+    prepared.rejected->set(http::field::retry_after, "1");
+  }
+  if (prepared.rejected) {
+    record_metrics(prepared.label, head.method(), prepared.rejected->result_int(), 0.0);
+  }
+  return std::move(prepared.rejected);
+}
+
 void RequestHandler::handle_async(const Request& request, const Responder& respond) {
   const Prepared prepared = prepare(request);
   if (prepared.rejected || !prepared.route->long_poll()) {

@@ -93,7 +93,10 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
       [handler = service->handler_.get()](Request&& r, const Responder& respond) {
         handler->handle_async(r, respond);
       },
-      config.limits);
+      config.limits, &metrics,
+      [handler = service->handler_.get()](const Request& head, bool sends_spent) {
+        return handler->admit(head, sends_spent);
+      });
   if (config.listen.empty() && config.unix_socket.empty()) {
     return tl::unexpected(std::string("nothing to listen on: give --listen or --unix-socket"));
   }

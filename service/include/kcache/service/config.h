@@ -16,8 +16,13 @@
 //   max_header_bytes = 16384
 //   max_body_bytes   = "1GiB"
 //   max_connections  = 1024
+//   max_connections_per_peer = 128          # per remote address; 0: no cap
+//   header_timeout_s = 10                   # a new connection's request head
 //   idle_timeout_s   = 60
+//   stall_timeout_s  = 30                   # a body read or response write without progress
 //   drain_timeout_s  = 10
+//   body_memory      = "1GiB"               # request bodies in memory, all connections
+//   send_memory      = "1GiB"               # responses being written, all connections
 //   [jobs]
 //   worker_binary   = ""                    # kcache-worker; "" finds it next to kcached
 //   workers         = 2                     # concurrent compiles; 0 disables compiling
@@ -50,12 +55,18 @@ struct Token {
   Role role = Role::kRead;
 };
 
+// The HTTP server's resource bounds (http_server.h says how each is enforced).
 struct Limits {
   std::uint32_t max_header_bytes = 16 << 10;
-  std::uint64_t max_body_bytes = 1ULL << 30;
+  std::uint64_t max_body_bytes = 1ULL << 30; // one request's body
   std::size_t max_connections = 1024;
-  std::chrono::seconds idle_timeout{60};
+  std::size_t max_connections_per_peer = 128; // per remote address; 0: no cap
+  std::chrono::seconds header_timeout{10};    // a new connection's request head
+  std::chrono::seconds idle_timeout{60};      // a keep-alive connection between requests
+  std::chrono::seconds stall_timeout{30};     // a body read or response write without progress
   std::chrono::seconds drain_timeout{10};
+  std::uint64_t body_memory_bytes = 1ULL << 30; // request bodies held, all connections
+  std::uint64_t send_memory_bytes = 1ULL << 30; // responses being written, all connections
 };
 
 struct JobsConfig {

@@ -1,12 +1,23 @@
 #pragma once
 // HTTP/1.1 with keep-alive on Boost.Beast, over TCP and a Unix socket.
 //
-// Beast's parser limits bound every request (header bytes, body bytes); a
-// request over a limit gets 431 or 413, a malformed one 400, and the
-// connection is closed; the server goes on serving. Connections beyond
-// max_connections get 503. drain() stops accepting, closes idle connections,
-// lets in-flight requests finish (answered with "Connection: close"), and calls
-// back once none remain or the drain timeout passed.
+// A request's head is read first, within header_timeout, and admitted (token,
+// role, route) before a byte of its body is read: a refused request is
+// answered (401/403/404/405/413) and the connection closed without buffering
+// its body. Bodies are then read into memory under two budgets: one request at
+// most max_body_bytes, all connections together at most body_memory (a body
+// that does not fit gets 503 with Retry-After). Responses over 64 KiB count
+// against send_memory the same way while they are being written; a body read
+// or a response write that makes no progress for stall_timeout ends the
+// connection. Connections are capped in all (max_connections) and per peer
+// address (max_connections_per_peer); when all are taken, the oldest
+// connection that has not yet sent an admitted request is closed to make room,
+// so clients that have authenticated keep their slots under a flood of slow
+// ones. A malformed request gets 400; the server goes on serving.
+//
+// drain() stops accepting, closes idle connections, lets in-flight requests
+// finish (answered with "Connection: close"), and calls back once none remain
+// or the drain timeout passed.
 //
 // Requests are handled on the I/O threads. A handler answers through its
 // Responder, at once (the cache routes: memory and RocksDB tiers are fast, slow
@@ -14,6 +25,7 @@
 // job); the connection waits for that answer without holding a thread.
 
 #include <kcache/service/config.h>
+#include <kcache/service/metrics.h>
 #include <kcache/service/request_handler.h>
 
 #include <boost/asio/io_context.hpp>
@@ -21,6 +33,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace kcache::service {
@@ -28,8 +41,15 @@ namespace kcache::service {
 class HttpServer {
 public:
   using Handler = std::function<void(Request&&, Responder)>;
+  // Called with a request's head (its body not read yet): a response refuses
+  // the request before its body is read; nullopt lets it in. `sends_spent`:
+  // three quarters of send_memory are in flight, so a large answer would be
+  // refused after it was built.
+  using Admit = std::function<std::optional<Response>(const Request& head, bool sends_spent)>;
 
-  HttpServer(boost::asio::io_context& io, Handler handler, Limits limits);
+  // `metrics` may be null (the server then counts for itself only).
+  HttpServer(boost::asio::io_context& io, Handler handler, Limits limits,
+             MetricsRegistry* metrics = nullptr, Admit admit = nullptr);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

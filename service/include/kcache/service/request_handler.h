@@ -72,6 +72,12 @@ public:
   // As handle(), but a long-poll (a route with a waiter) answers when what it
   // waits for happens or its wait ends.
   void handle_async(const Request& request, const Responder& respond);
+  // On a request's head alone, before its body is read: the refusal (401,
+  // 403, 404, 405) handle() would answer, or nullopt when it may go on. While
+  // `sends_spent` (the server's response memory is nearly all in flight),
+  // reads of stored values (artifacts, blobs, batches) get 503 before they
+  // are loaded from the store.
+  std::optional<Response> admit(const Request& head, bool sends_spent = false);
 
   static constexpr std::int64_t kMaxWaitMs = 120'000;
 
