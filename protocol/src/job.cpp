@@ -19,15 +19,16 @@ constexpr EnumNames<JobState, 5> kStates({{{JobState::kQueued, "queued"},
                                            {JobState::kFailed, "failed"},
                                            {JobState::kCancelled, "cancelled"}}});
 
-constexpr EnumNames<JobError, 9> kErrors({{{JobError::kNone, ""},
-                                           {JobError::kInvalidSpec, "invalid-spec"},
-                                           {JobError::kCompileFailed, "compile-failed"},
-                                           {JobError::kUnavailable, "unavailable"},
-                                           {JobError::kInternal, "internal"},
-                                           {JobError::kCancelled, "cancelled"},
-                                           {JobError::kResourceLimit, "resource-limit"},
-                                           {JobError::kStore, "store"},
-                                           {JobError::kAutotuneFailed, "autotune-failed"}}});
+constexpr EnumNames<JobError, 10> kErrors({{{JobError::kNone, ""},
+                                            {JobError::kInvalidSpec, "invalid-spec"},
+                                            {JobError::kCompileFailed, "compile-failed"},
+                                            {JobError::kUnavailable, "unavailable"},
+                                            {JobError::kInternal, "internal"},
+                                            {JobError::kCancelled, "cancelled"},
+                                            {JobError::kResourceLimit, "resource-limit"},
+                                            {JobError::kStore, "store"},
+                                            {JobError::kAutotuneFailed, "autotune-failed"},
+                                            {JobError::kInfrastructure, "infrastructure"}}});
 
 } // namespace
 

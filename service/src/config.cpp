@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <type_traits>
 
 namespace kcache::service {
@@ -193,6 +195,21 @@ tl::expected<ServiceConfig, std::string> load_config_file(const std::string& pat
       }
       c.jobs.memory_bytes = *v;
     }
+    // Submission bounds (issue 13).
+    if (const toml::node* n = jobs->get("max_spec_bytes")) {
+      auto v = size_value(*n, path + ": jobs.max_spec_bytes");
+      if (!v) {
+        return tl::unexpected(v.error());
+      }
+      c.jobs.max_spec_bytes = *v;
+    }
+    count("max_jobs_per_submitter", c.jobs.max_jobs_per_submitter);
+    if (auto v = (*jobs)["retry_backoff_ms"].value<std::int64_t>()) {
+      c.jobs.retry_backoff = std::chrono::milliseconds(std::max<std::int64_t>(0, *v));
+    }
+    if (auto v = (*jobs)["force_worker_memory"].value<bool>()) {
+      c.jobs.force_worker_memory = *v;
+    }
   }
   if (const toml::array* tokens = doc["tokens"].as_array()) {
     for (const toml::node& node : *tokens) {
@@ -246,6 +263,10 @@ usage: kcached [--config FILE] [options]
   --compile-timeout-s N  wall-clock limit of one compile (default 300)
   --worker-memory SIZE   address-space limit of one worker (default 8GiB; 0: none)
   --tuning-class NAME    the hardware this node benchmarks autotune variants on (default: detected)
+  --max-spec-bytes SIZE  largest spec (source + headers) a submission may carry (default 16MiB)
+  --max-jobs-per-submitter N  queued or running jobs per token, or per client without tokens
+                         (default 256; 0: no cap)
+  --force-worker-memory  start even when workers x --worker-memory exceeds the host's memory
 )";
 }
 
@@ -266,6 +287,10 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
     const std::string_view flag = argv[i];
     if (flag == "--help" || flag == "-h") {
       return fail(usage());
+    }
+    if (flag == "--force-worker-memory") { // the one flag without a value
+      c.jobs.force_worker_memory = true;
+      continue;
     }
     if (i + 1 >= argc) {
       return fail("option " + std::string(flag) + " needs a value\n" + usage());
@@ -294,7 +319,7 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
       c.port_file = value;
     } else if (flag == "--disk-capacity" || flag == "--memory-capacity" ||
                flag == "--max-body-bytes" || flag == "--worker-memory" || flag == "--body-memory" ||
-               flag == "--send-memory") {
+               flag == "--send-memory" || flag == "--max-spec-bytes") {
       auto size = storage::parse_size(value);
       if (!size) {
         return fail(std::string(flag) + ": " + size.error().message);
@@ -307,13 +332,14 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
        : flag == "--worker-memory"   ? c.jobs.memory_bytes
        : flag == "--body-memory"     ? c.limits.body_memory_bytes
        : flag == "--send-memory"     ? c.limits.send_memory_bytes
+       : flag == "--max-spec-bytes"  ? c.jobs.max_spec_bytes
                                      : c.limits.max_body_bytes) = *size;
     } else if (flag == "--worker-binary") {
       c.jobs.worker_binary = value;
     } else if (flag == "--tuning-class") {
       c.jobs.tuning_class = value;
     } else if (flag == "--workers" || flag == "--queue-capacity" || flag == "--negative-ttl-s" ||
-               flag == "--compile-timeout-s") {
+               flag == "--compile-timeout-s" || flag == "--max-jobs-per-submitter") {
       auto n = parse_uint(value, flag);
       if (!n) {
         return tl::unexpected(n.error());
@@ -324,6 +350,8 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
         c.jobs.queue_capacity = static_cast<std::size_t>(*n);
       } else if (flag == "--negative-ttl-s") {
         c.jobs.negative_ttl = std::chrono::seconds(*n);
+      } else if (flag == "--max-jobs-per-submitter") {
+        c.jobs.max_jobs_per_submitter = static_cast<std::size_t>(*n);
       } else {
         c.jobs.wall_clock = std::chrono::seconds(std::max<std::uint64_t>(1, *n));
       }
@@ -357,7 +385,53 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
   if (store_flags && !tier_flag.empty()) {
     return fail("--store replaces " + std::string(tier_flag) + "; give one or the other");
   }
+  if (auto ok = check_worker_memory(c.jobs, host_memory_bytes()); !ok) {
+    return tl::unexpected(ok.error());
+  }
   return c;
+}
+
+std::uint64_t host_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  std::uint64_t bytes = pages > 0 && page_size > 0 ? static_cast<std::uint64_t>(pages) *
+                                                         static_cast<std::uint64_t>(page_size)
+                                                   : 0;
+  // In a container the cgroup's limit is what the OOM killer enforces.
+  if (std::ifstream in("/sys/fs/cgroup/memory.max"); in) {
+    std::string text;
+    in >> text;
+    std::uint64_t limit = 0;
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), limit);
+    if (ec == std::errc() && ptr == text.data() + text.size() && limit > 0 &&
+        (bytes == 0 || limit < bytes)) {
+      bytes = limit; // "max" means no limit and does not parse
+    }
+  }
+  return bytes;
+}
+
+tl::expected<void, std::string> check_worker_memory(const JobsConfig& jobs,
+                                                    std::uint64_t host_memory) {
+  // 0 workers compile nothing; a memory limit of 0 is unlimited (sanitizer
+  // builds), which no sum can bound; an unknown host memory cannot be compared.
+  if (jobs.force_worker_memory || jobs.workers == 0 || jobs.memory_bytes == 0 || host_memory == 0) {
+    return {};
+  }
+  const auto gib = [](std::uint64_t bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / (1ULL << 30));
+    return std::string(text);
+  };
+  const std::uint64_t sum = jobs.memory_bytes * jobs.workers;
+  if (sum / jobs.workers != jobs.memory_bytes || sum > host_memory) {
+    return fail(std::to_string(jobs.workers) + " workers x " + gib(jobs.memory_bytes) +
+                " worker memory = " + gib(sum) + " exceeds this host's memory of " +
+                gib(host_memory) +
+                ": lower jobs.workers or jobs.memory (--workers, --worker-memory), or start "
+                "anyway with --force-worker-memory (force_worker_memory = true)");
+  }
+  return {};
 }
 
 std::vector<std::string> store_urls(const ServiceConfig& config) {

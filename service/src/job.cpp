@@ -10,7 +10,11 @@
 namespace kcache::service {
 
 nlohmann::json job_json(const Job& job, bool with_spec) {
-  return protocol::to_json(job, with_spec);
+  nlohmann::json out = protocol::to_json(job, with_spec);
+  if (with_spec && !job.spec_digest.empty()) {
+    out["spec_digest"] = job.spec_digest;
+  }
+  return out;
 }
 
 std::string job_to_json(const Job& job, bool with_spec) {
@@ -18,12 +22,16 @@ std::string job_to_json(const Job& job, bool with_spec) {
 }
 
 tl::expected<Job, std::string> job_from_json(std::string_view text) {
-  auto view = protocol::job_from_json_text(text);
+  const nlohmann::json doc = protocol::parse_json_or_discarded(text);
+  auto view = protocol::job_from_json(doc);
   if (!view) {
     return tl::unexpected(view.error());
   }
   Job job;
   static_cast<protocol::JobView&>(job) = std::move(*view);
+  if (const auto digest = doc.find("spec_digest"); digest != doc.end() && digest->is_string()) {
+    job.spec_digest = digest->get<std::string>();
+  }
   return job;
 }
 

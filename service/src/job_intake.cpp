@@ -9,7 +9,7 @@ namespace kcache::service {
 
 namespace {
 
-constexpr protocol::EnumNames<SubmitStatus, 8>
+constexpr protocol::EnumNames<SubmitStatus, 9>
     kSubmitStatuses({{{SubmitStatus::kQueued, "queued"},
                       {SubmitStatus::kJoined, "joined"},
                       {SubmitStatus::kCached, "cached"},
@@ -17,7 +17,8 @@ constexpr protocol::EnumNames<SubmitStatus, 8>
                       {SubmitStatus::kBusy, "busy"},
                       {SubmitStatus::kInvalid, "invalid"},
                       {SubmitStatus::kUnavailable, "unavailable"},
-                      {SubmitStatus::kStoreError, "store-error"}}});
+                      {SubmitStatus::kStoreError, "store-error"},
+                      {SubmitStatus::kTooLarge, "too-large"}}});
 
 } // namespace
 
@@ -65,11 +66,41 @@ JobIntake::compile_key(const compiler::CompileSpec& spec) const {
   return "kcc-" + cachekey::to_hex(compiler::compile_key(spec, toolchain->second));
 }
 
+std::optional<SubmitResult> JobIntake::too_long(std::string_view spec_json) const {
+  if (spec_json.size() <= max_text_bytes(max_spec_bytes_)) {
+    return std::nullopt;
+  }
+  return SubmitResult{SubmitStatus::kTooLarge, std::nullopt,
+                      "the spec is " + std::to_string(spec_json.size()) +
+                          " bytes of JSON, more than a spec within max_spec_bytes (" +
+                          std::to_string(max_spec_bytes_) + " bytes of source and headers) can be"};
+}
+
+std::optional<SubmitResult> JobIntake::too_large(const compiler::CompileSpec& spec) const {
+  std::uint64_t bytes = spec.source.text.size();
+  for (const compiler::SourceFile& header : spec.headers) {
+    bytes += header.text.size();
+  }
+  if (bytes <= max_spec_bytes_) {
+    return std::nullopt;
+  }
+  return SubmitResult{SubmitStatus::kTooLarge, std::nullopt,
+                      "the spec's source and headers are " + std::to_string(bytes) +
+                          " bytes, over max_spec_bytes (" + std::to_string(max_spec_bytes_) +
+                          " bytes)"};
+}
+
 tl::expected<JobIntake::Compile, SubmitResult>
 JobIntake::compile(const Submission& submission) const {
+  if (auto refused = too_long(submission.spec_json)) {
+    return tl::unexpected(std::move(*refused));
+  }
   auto spec = compiler::spec_from_json(submission.spec_json);
   if (!spec) {
     return tl::unexpected(SubmitResult{SubmitStatus::kInvalid, std::nullopt, spec.error()});
+  }
+  if (auto refused = too_large(*spec)) {
+    return tl::unexpected(std::move(*refused));
   }
   auto prepared = prepare(*spec);
   if (!prepared) {
@@ -85,8 +116,10 @@ JobIntake::compile(const Submission& submission) const {
         SubmitResult{SubmitStatus::kInvalid, std::nullopt, "invalid key '" + client_key + "'"});
   }
   // The job keeps the prepared spec: the worker compiles what the key names.
-  return Compile{job(*prepared, *key, compiler::spec_to_json(*prepared), submission.priority),
-                 std::move(client_key)};
+  Compile out{job(*prepared, *key, compiler::spec_to_json(*prepared), submission.priority),
+              std::move(client_key)};
+  out.job.submitter = submission.submitter;
+  return out;
 }
 
 Job JobIntake::job(const compiler::CompileSpec& spec, const std::string& compile_key,

@@ -77,7 +77,7 @@ JobManager::Metrics::Metrics(MetricsRegistry& r)
 JobManager::JobManager(PrivateTag, const JobsConfig& config, std::unique_ptr<JobRunner> runner,
                        std::unique_ptr<JobQueue> queue, storage::Store& store,
                        MetricsRegistry& metrics)
-    : config_(config), runner_(std::move(runner)), intake_(*runner_),
+    : config_(config), runner_(std::move(runner)), intake_(*runner_, config.max_spec_bytes),
       host_tuning_class_(cpu_tuning_class(config)),
       host_gpu_tuning_class_(gpu_tuning_class(config)), publisher_(store), metrics_(metrics),
       queue_(std::move(queue)),
@@ -102,7 +102,9 @@ void JobManager::recover() {
   std::size_t resumed = 0;
   std::vector<std::string> searches; // autotune jobs restart from their search
   for (Job& job : jobs) {
-    job.spec_digest = JobIntake::spec_digest(job.spec_json);
+    if (job.spec_digest.empty()) { // a record from before digests were journaled
+      job.spec_digest = JobIntake::spec_digest(job.spec_json);
+    }
   }
   std::unique_lock lock(mu_);
   for (Job& job : jobs) {
@@ -159,6 +161,9 @@ SubmitResult JobManager::submit(const Submission& submission) {
 }
 
 SubmitResult JobManager::submit_uncounted(const Submission& submission) {
+  if (auto refused = intake_.too_long(submission.spec_json)) {
+    return std::move(*refused); // before parsing it
+  }
   const nlohmann::json doc = protocol::parse_json_or_discarded(submission.spec_json);
   if (doc.is_object() && doc.contains("autotune")) {
     return submit_autotune(submission);
@@ -174,7 +179,8 @@ SubmitResult JobManager::submit_uncounted(const Submission& submission) {
   return admit_locked(std::move(compile->job), compile->key, /*queue_now=*/true, /*force=*/false);
 }
 
-SubmitResult JobManager::admit_locked(Job job, const std::string& key, bool queue_now, bool force) {
+SubmitResult JobManager::admit_locked(Job job, const std::string& key, bool queue_now, bool force,
+                                      std::size_t children) {
   if (stopping_) {
     return {SubmitStatus::kUnavailable, std::nullopt, "kcached is shutting down"};
   }
@@ -189,9 +195,31 @@ SubmitResult JobManager::admit_locked(Job job, const std::string& key, bool queu
     journal_locked(*existing);
     return {SubmitStatus::kJoined, *existing, "joined the job already working on this"};
   }
-  if (!force && queue_->size() >= queue_->capacity()) {
-    return {SubmitStatus::kBusy, std::nullopt,
-            "the compile queue is full (" + std::to_string(queue_->capacity()) + " jobs)"};
+  if (!force) {
+    const std::size_t adds = 1 + children;
+    const std::size_t quota = config_.max_jobs_per_submitter;
+    if (adds > queue_->capacity() || (quota > 0 && adds > quota)) {
+      // Never fits: waiting would not help.
+      return {SubmitStatus::kInvalid, std::nullopt,
+              "this submission adds " + std::to_string(adds) +
+                  " jobs (its autotune variants and reference included), more than " +
+                  (adds > queue_->capacity()
+                       ? "the compile queue holds (queue_capacity " +
+                             std::to_string(queue_->capacity()) + ")"
+                       : "one submitter may have queued or running (max_jobs_per_submitter " +
+                             std::to_string(quota) + ")")};
+    }
+    if (queue_->size() + reserved_ + adds > queue_->capacity()) {
+      return {SubmitStatus::kBusy, std::nullopt,
+              "the compile queue is full (" + std::to_string(queue_->capacity()) +
+                  " jobs; this submission adds " + std::to_string(adds) + ")"};
+    }
+    if (quota > 0 && table_.active_jobs(job.submitter) + adds > quota) {
+      return {SubmitStatus::kBusy, std::nullopt,
+              "this submitter has " + std::to_string(table_.active_jobs(job.submitter)) +
+                  " jobs queued or running; max_jobs_per_submitter is " + std::to_string(quota) +
+                  " (this submission adds " + std::to_string(adds) + ")"};
+    }
   }
   if (key != job.compile_key) {
     job.keys.push_back(key);
@@ -200,6 +228,10 @@ SubmitResult JobManager::admit_locked(Job job, const std::string& key, bool queu
     return {SubmitStatus::kStoreError, std::nullopt, ok.error()};
   }
   const Job& stored = table_.add(std::move(job));
+  if (children > 0) {
+    reservations_[stored.id] = children;
+    reserved_ += children;
+  }
   if (queue_now) {
     queue_->push(stored.id, stored.priority, force);
     if (pool_) {

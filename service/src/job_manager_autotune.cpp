@@ -15,6 +15,9 @@ SubmitResult JobManager::submit_autotune(const Submission& submission) {
   if (!parsed) {
     return {SubmitStatus::kInvalid, std::nullopt, parsed.error()};
   }
+  if (auto refused = intake_.too_large(parsed->base)) {
+    return std::move(*refused);
+  }
   auto base = intake_.prepare(parsed->base);
   if (!base) {
     return std::move(base.error());
@@ -52,10 +55,16 @@ SubmitResult JobManager::submit_autotune(const Submission& submission) {
   job.kind = JobKind::kAutotune;
   job.tuning_class = tuning_class;
   job.progress_total = 2 * parsed->space.variants.size();
+  job.submitter = submission.submitter;
+  // Its variant compiles and the reference's count against the queue and the
+  // quota now, all of them: a search that does not fit is refused whole (a
+  // search compiled in batches would hold its slot, and the client would not
+  // learn until later that it cannot run).
+  const std::size_t children = parsed->space.variants.size() + 1;
   SubmitResult admitted;
   {
     std::lock_guard lock(mu_);
-    admitted = admit_locked(std::move(job), key, /*queue_now=*/false, /*force=*/false);
+    admitted = admit_locked(std::move(job), key, /*queue_now=*/false, /*force=*/false, children);
   }
   if (admitted.status == SubmitStatus::kQueued) {
     begin_autotune(admitted.job->id);
@@ -68,11 +77,13 @@ SubmitResult JobManager::submit_autotune(const Submission& submission) {
 
 void JobManager::begin_autotune(const std::string& id) {
   std::string spec_json;
+  std::string submitter;
   int priority = 0;
   {
     std::lock_guard lock(mu_);
     const Job& job = *table_.find(id);
     spec_json = job.spec_json;
+    submitter = job.submitter;
     priority = job.priority;
   }
   auto parsed = AutotuneCoordinator::parse(spec_json);
@@ -106,6 +117,10 @@ void JobManager::begin_autotune(const std::string& id) {
   std::size_t children = 0;
   {
     std::lock_guard lock(mu_);
+    if (const auto r = reservations_.find(id); r != reservations_.end()) {
+      reserved_ -= r->second; // its children are admitted below (forced) or not at all
+      reservations_.erase(r);
+    }
     Job& job = *table_.find(id);
     if (!error.empty()) {
       job.error_code = JobError::kInvalidSpec;
@@ -126,6 +141,7 @@ void JobManager::begin_autotune(const std::string& id) {
         }
         Job child = JobIntake::job(spec, key, compiler::spec_to_json(spec), priority);
         child.parents = {id};
+        child.submitter = submitter;
         SubmitResult r = admit_locked(std::move(child), key, /*queue_now=*/true, /*force=*/true);
         if (r.status == SubmitStatus::kQueued || r.status == SubmitStatus::kJoined) {
           ++state.pending;

@@ -6,6 +6,12 @@
 #include <kcache/protocol/clock.h>
 #include <kcache/service/job_manager.h>
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+
 namespace kcache::service {
 
 using compiler::CompileError;
@@ -66,7 +72,7 @@ void JobManager::run_compile(const std::string& id, const std::stop_token& cance
   const auto start = Clock::now();
   auto spec = compiler::spec_from_json(spec_json);
   compiler::WorkerOutcome result =
-      spec ? runner_->run(*spec, cancel)
+      spec ? compile_with_retries(id, *spec, cancel)
            : compiler::WorkerOutcome{
                  tl::unexpected(CompileError{CompileError::Code::kInvalidSpec, spec.error(), {}}),
                  {}};
@@ -115,8 +121,12 @@ void JobManager::run_compile(const std::string& id, const std::stop_token& cance
       journal_locked(job);
     } else {
       const CompileError& e = result.outcome.error();
-      job.error_code = job_error_of(e.code);
-      job.error_message = e.message;
+      const bool infrastructure = is_infrastructure_failure(e);
+      job.error_code = infrastructure ? JobError::kInfrastructure : job_error_of(e.code);
+      job.error_message = infrastructure
+                              ? "the compile's worker failed " + std::to_string(job.attempts) +
+                                    " times (not the spec's fault): " + e.message
+                              : e.message;
       job.log = compiler::log_tail(e.log, kJobLogTail);
       callbacks = finish_locked(job, e.code == CompileError::Code::kCancelled ? JobState::kCancelled
                                                                               : JobState::kFailed)
@@ -126,6 +136,45 @@ void JobManager::run_compile(const std::string& id, const std::stop_token& cance
   for (auto& [done, job] : callbacks) {
     done(std::move(job));
   }
+}
+
+compiler::WorkerOutcome JobManager::compile_with_retries(const std::string& id,
+                                                         const compiler::CompileSpec& spec,
+                                                         const std::stop_token& cancel) {
+  compiler::WorkerOutcome result = runner_->run(spec, cancel);
+  while (!result.outcome && is_infrastructure_failure(result.outcome.error()) &&
+         !cancel.stop_requested()) {
+    std::uint32_t attempts = 0;
+    {
+      std::lock_guard lock(mu_);
+      attempts = table_.find(id)->attempts;
+    }
+    if (attempts >= config_.max_attempts) {
+      break;
+    }
+    // The worker holds its pool thread through the back-off: a host short of
+    // memory gets fewer compiles at once, not more.
+    const auto backoff = config_.retry_backoff * (1LL << std::min<std::uint32_t>(attempts - 1, 16));
+    spdlog::warn("job {}: attempt {} of {} failed ({}); retrying in {} ms", id, attempts,
+                 config_.max_attempts, result.outcome.error().message, backoff.count());
+    std::mutex sleep_mu;
+    std::condition_variable_any sleep_cv;
+    std::unique_lock sleep_lock(sleep_mu);
+    sleep_cv.wait_for(sleep_lock, cancel, backoff, [] { return false; });
+    if (cancel.stop_requested()) {
+      return {
+          tl::unexpected(CompileError{CompileError::Code::kCancelled, "the job was cancelled", {}}),
+          {}};
+    }
+    {
+      std::lock_guard lock(mu_);
+      Job& job = *table_.find(id);
+      ++job.attempts;
+      journal_locked(job);
+    }
+    result = runner_->run(spec, cancel);
+  }
+  return result;
 }
 
 } // namespace kcache::service

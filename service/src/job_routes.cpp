@@ -3,6 +3,7 @@
 
 #include "responses.h"
 
+#include <kcache/cachekey/sha256.h>
 #include <kcache/protocol/json_text.h>
 #include <kcache/service/job_manager.h>
 #include <kcache/service/request_handler.h>
@@ -20,6 +21,23 @@ std::size_t parse_limit(const std::string& text, std::size_t fallback) {
   std::from_chars(text.data(), text.data() + text.size(), value);
   return value;
 }
+
+// Whose quota a submission counts against: its bearer token, by a digest (a
+// token has no name, and the token itself must not reach logs or listings).
+// Without one, every client shares the anonymous quota (the handler does not
+// see the peer's address).
+std::string submitter_of(const Request& req) {
+  const std::string_view auth = req[http::field::authorization];
+  constexpr std::string_view kBearer = "Bearer ";
+  if (!auth.starts_with(kBearer)) {
+    return {};
+  }
+  return "token " +
+         cachekey::to_hex(cachekey::Sha256::of(auth.substr(kBearer.size()))).substr(0, 12);
+}
+
+// Room for the submission's other members around its spec.
+constexpr std::uint64_t kSubmissionSlack = 64 << 10;
 
 Response no_workers(const Request& req) {
   return error(req, http::status::service_unavailable,
@@ -110,12 +128,20 @@ Response RequestHandler::submit_job(const Request& req, const RouteArgs& /*args*
   if (jobs_ == nullptr) {
     return no_workers(req);
   }
+  if (const std::uint64_t most = jobs_->max_submission_bytes() + kSubmissionSlack;
+      req.body().size() > most) {
+    // Refused before parsing: the JSON alone would cost several times its size.
+    return error(req, http::status::payload_too_large,
+                 "the submission is " + std::to_string(req.body().size()) +
+                     " bytes; a spec within max_spec_bytes fits in " + std::to_string(most));
+  }
   const json doc = protocol::parse_json_or_discarded(req.body());
   if (!doc.is_object() || !doc.contains("spec")) {
     return error(req, http::status::bad_request,
                  R"(expected {"spec": {...compile spec...}, "key": "...", "priority": 0})");
   }
   Submission submission;
+  submission.submitter = submitter_of(req);
   const json& spec = doc["spec"];
   submission.spec_json = spec.is_string() ? spec.get<std::string>() : protocol::json_text(spec);
   if (const auto key = doc.find("key"); key != doc.end()) {
@@ -154,6 +180,9 @@ Response RequestHandler::submit_job(const Request& req, const RouteArgs& /*args*
     break;
   case SubmitStatus::kInvalid:
     status = http::status::bad_request;
+    break;
+  case SubmitStatus::kTooLarge:
+    status = http::status::payload_too_large;
     break;
   case SubmitStatus::kBusy:
   case SubmitStatus::kUnavailable:

@@ -23,6 +23,17 @@ JobError job_error_of(compiler::CompileError::Code code) {
   return JobError::kInternal;
 }
 
+bool is_infrastructure_failure(const compiler::CompileError& error) {
+  using Code = compiler::CompileError::Code;
+  if (error.code == Code::kInternal) {
+    return true; // spawn failure, no reply, an undecodable reply
+  }
+  // worker_runner.cpp's wording for a worker that died without answering.
+  return error.code == Code::kCompileFailed &&
+         (error.message.starts_with("kcache-worker crashed with signal ") ||
+          error.message.starts_with("kcache-worker exited with status "));
+}
+
 tl::expected<std::unique_ptr<WorkerJobRunner>, std::string>
 WorkerJobRunner::create(const JobsConfig& config) {
   compiler::WorkerRunner runner(

@@ -60,8 +60,14 @@ bool JobTable::join(Job& existing, const std::string& key, const std::vector<std
 
 Job& JobTable::add(Job job) {
   active_by_key_[job.compile_key] = job.id;
+  ++active_by_submitter_[job.submitter];
   const std::string id = job.id;
   return jobs_[id] = std::move(job);
+}
+
+std::size_t JobTable::active_jobs(const std::string& submitter) const {
+  const auto it = active_by_submitter_.find(submitter);
+  return it == active_by_submitter_.end() ? 0 : it->second;
 }
 
 JobTable::Finished JobTable::finish(Job& job, JobState state, std::int64_t wall_ms,
@@ -69,6 +75,11 @@ JobTable::Finished JobTable::finish(Job& job, JobState state, std::int64_t wall_
   job.state = state;
   job.finished_ms = wall_ms;
   active_by_key_.erase(job.compile_key);
+  if (const auto it = active_by_submitter_.find(job.submitter);
+      it != active_by_submitter_.end() && --it->second == 0) {
+    active_by_submitter_.erase(it);
+  }
+  job.spec_json = std::string(); // frees it: the digest stays
   if (state == JobState::kFailed && is_cacheable_failure(job.error_code) &&
       negative_ttl_.count() > 0) {
     failures_[failure_key(job)] = Failure{job.id, now + negative_ttl_};
@@ -83,6 +94,7 @@ std::vector<std::string> JobTable::restore(Job job, std::int64_t wall_ms, Clock:
     add(std::move(job));
     return {};
   }
+  job.spec_json = std::string(); // as finish() leaves it (older journals kept it)
   const std::string id = job.id;
   Job& stored = jobs_[id] = std::move(job);
   return remember_finished(stored, wall_ms, now);

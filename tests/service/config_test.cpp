@@ -30,8 +30,64 @@ TEST(Config, TheShippedExampleLoads) {
   EXPECT_EQ(c->jobs.workers, 8U);
   EXPECT_EQ(c->jobs.queue_capacity, 4096U);
   EXPECT_EQ(c->jobs.negative_ttl, std::chrono::seconds(300));
-  EXPECT_EQ(c->jobs.memory_bytes, 16ULL << 30);
+  EXPECT_EQ(c->jobs.memory_bytes, 8ULL << 30);
   EXPECT_EQ(c->jobs.wall_clock, std::chrono::seconds(600));
+  EXPECT_EQ(c->jobs.max_spec_bytes, 16ULL << 20);
+  EXPECT_EQ(c->jobs.max_jobs_per_submitter, 512U);
+  EXPECT_EQ(c->jobs.retry_backoff, std::chrono::milliseconds(1000));
+  // 8 workers x 8 GiB starts on a node of 64 GiB or more.
+  EXPECT_TRUE(check_worker_memory(c->jobs, 64ULL << 30).has_value());
+  EXPECT_FALSE(check_worker_memory(c->jobs, 63ULL << 30).has_value());
+}
+
+// Issue 13: workers x worker memory above the host's memory is refused at
+// start-up, naming both numbers and the flag that forces it.
+TEST(Config, WorkerMemoryOverTheHostIsRefusedUnlessForced) {
+  JobsConfig jobs;
+  jobs.workers = 8;
+  jobs.memory_bytes = 16ULL << 30;
+  auto refused = check_worker_memory(jobs, 64ULL << 30);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().find("128.0 GiB"), std::string::npos) << refused.error();
+  EXPECT_NE(refused.error().find("64.0 GiB"), std::string::npos) << refused.error();
+  EXPECT_NE(refused.error().find("--force-worker-memory"), std::string::npos) << refused.error();
+  EXPECT_TRUE(check_worker_memory(jobs, 128ULL << 30).has_value()) << "equal fits";
+  jobs.force_worker_memory = true;
+  EXPECT_TRUE(check_worker_memory(jobs, 64ULL << 30).has_value());
+  jobs.force_worker_memory = false;
+  jobs.workers = 0;
+  EXPECT_TRUE(check_worker_memory(jobs, 64ULL << 30).has_value()) << "compiles nothing";
+  jobs.workers = 8;
+  jobs.memory_bytes = 0; // unlimited (sanitizer builds): no sum to compare
+  EXPECT_TRUE(check_worker_memory(jobs, 64ULL << 30).has_value());
+  EXPECT_GT(host_memory_bytes(), 0U);
+
+  const char* too_much[] = {"kcached", "--workers", "1000", "--worker-memory", "1TiB"};
+  auto c = parse_command_line(5, too_much);
+  ASSERT_FALSE(c.has_value());
+  EXPECT_NE(c.error().find("exceeds this host's memory"), std::string::npos) << c.error();
+  const char* forced[] = {"kcached",         "--workers", "1000",
+                          "--worker-memory", "1TiB",      "--force-worker-memory"};
+  c = parse_command_line(6, forced);
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_TRUE(c->jobs.force_worker_memory);
+}
+
+TEST(Config, SubmissionBounds) {
+  const std::string path = write_temp("[jobs]\nmax_spec_bytes = \"2MiB\"\n"
+                                      "max_jobs_per_submitter = 7\nretry_backoff_ms = 50\n"
+                                      "force_worker_memory = true\n");
+  auto file = load_config_file(path);
+  ASSERT_TRUE(file.has_value()) << file.error();
+  EXPECT_EQ(file->jobs.max_spec_bytes, 2ULL << 20);
+  EXPECT_EQ(file->jobs.max_jobs_per_submitter, 7U);
+  EXPECT_EQ(file->jobs.retry_backoff, std::chrono::milliseconds(50));
+  EXPECT_TRUE(file->jobs.force_worker_memory);
+  const char* argv[] = {"kcached", "--max-spec-bytes", "1MiB", "--max-jobs-per-submitter", "3"};
+  auto c = parse_command_line(5, argv);
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_EQ(c->jobs.max_spec_bytes, 1ULL << 20);
+  EXPECT_EQ(c->jobs.max_jobs_per_submitter, 3U);
 }
 
 TEST(Config, JobFlags) {

@@ -32,7 +32,7 @@ std::string spec(const std::string& text, std::vector<std::string> options = {"-
 }
 
 Submission submission(const std::string& text, int priority = 0, std::string key = "") {
-  return Submission{std::move(key), spec(text), priority, ""};
+  return Submission{std::move(key), spec(text), priority, "", ""};
 }
 
 class JobManagerTest : public ::testing::Test {
@@ -142,7 +142,7 @@ TEST_F(JobManagerTest, CompileFailuresAreRememberedForTheirTtlResourceLimitsAreN
   EXPECT_EQ(again.status, SubmitStatus::kFailedRecently);
   EXPECT_EQ(again.job->id, failed.id);
   // Every byte of the spec counts: another option is another spec.
-  EXPECT_EQ(m->submit(Submission{"", spec("fail", {"-O2", "-Wall"}), 0, ""}).status,
+  EXPECT_EQ(m->submit(Submission{"", spec("fail", {"-O2", "-Wall"}), 0, "", ""}).status,
             SubmitStatus::kQueued);
 
   const SubmitResult oom = m->submit(submission("oom"));
@@ -167,12 +167,12 @@ TEST_F(JobManagerTest, AFullQueueIsBusyAndInvalidSpecsAreRefused) {
   ASSERT_EQ(runner_->started(1).size(), 1U);
   EXPECT_EQ(m->submit(submission("two")).status, SubmitStatus::kQueued);
   EXPECT_EQ(m->submit(submission("three")).status, SubmitStatus::kBusy);
-  EXPECT_EQ(m->submit(Submission{"", "{}", 0, ""}).status, SubmitStatus::kInvalid);
+  EXPECT_EQ(m->submit(Submission{"", "{}", 0, "", ""}).status, SubmitStatus::kInvalid);
   nlohmann::json cuda = nlohmann::json::parse(spec("x"));
   cuda["backend"] = "cuda";
   cuda["target"] = "sm_90";
   cuda["output"] = "cubin";
-  const SubmitResult unavailable = m->submit(Submission{"", cuda.dump(), 0, ""});
+  const SubmitResult unavailable = m->submit(Submission{"", cuda.dump(), 0, "", ""});
   EXPECT_EQ(unavailable.status, SubmitStatus::kUnavailable);
   EXPECT_NE(unavailable.message.find("not built into the test runner"), std::string::npos)
       << unavailable.message;
@@ -256,13 +256,13 @@ TEST_F(JobManagerTest, TheHistoryIsBounded) {
   EXPECT_EQ(m->list(JobState::kSucceeded, 1).front().id, ids[2]) << "newest first";
 }
 
-// An autotune search over three variants; the reference is the first one's
-// compile (one job for both: single-flight).
-std::string search(const std::string& text) {
+// An autotune search over three variants (or `unrolls`); the reference is
+// the first one's compile (one job for both: single-flight).
+std::string search(const std::string& text, std::vector<int> unrolls = {1, 2, 4}) {
   nlohmann::json doc = nlohmann::json::parse(spec(text));
   doc["output"] = "shared";
   doc["name_expressions"] = {"sum"};
-  doc["autotune"] = {{"params", {{"UNROLL", {1, 2, 4}}}},
+  doc["autotune"] = {{"params", {{"UNROLL", unrolls}}},
                      {"benchmark",
                       {{"shapes", {{"N", 64}}},
                        {"args",
@@ -275,7 +275,7 @@ std::string search(const std::string& text) {
 
 TEST_F(JobManagerTest, AnAutotuneSearchCompilesItsVariantsThenPublishesTheWinner) {
   auto m = start(config());
-  const SubmitResult submitted = m->submit(Submission{"", search("sum"), 0, ""});
+  const SubmitResult submitted = m->submit(Submission{"", search("sum"), 0, "", ""});
   ASSERT_EQ(submitted.status, SubmitStatus::kQueued) << submitted.message;
   EXPECT_EQ(submitted.job->kind, JobKind::kAutotune);
   EXPECT_EQ(submitted.job->tuning_class, "test-cpu");
@@ -289,15 +289,15 @@ TEST_F(JobManagerTest, AnAutotuneSearchCompilesItsVariantsThenPublishesTheWinner
   EXPECT_EQ((*record)->metadata.at("autotune_winner"), "UNROLL=4") << "the fastest";
   EXPECT_EQ((*record)->metadata.at("tuning_class"), "test-cpu");
   // Its variants are ordinary compile jobs in the cache: searching again is a hit.
-  EXPECT_EQ(m->submit(Submission{"", search("sum"), 0, ""}).status, SubmitStatus::kCached);
-  EXPECT_EQ(m->submit(Submission{"", search("sum"), 0, "other-class"}).status,
+  EXPECT_EQ(m->submit(Submission{"", search("sum"), 0, "", ""}).status, SubmitStatus::kCached);
+  EXPECT_EQ(m->submit(Submission{"", search("sum"), 0, "other-class", ""}).status,
             SubmitStatus::kUnavailable)
       << "variants are timed on this node's hardware only";
 }
 
 TEST_F(JobManagerTest, CancellingASearchWhileItsVariantsCompile) {
   auto m = start(config());
-  const SubmitResult submitted = m->submit(Submission{"", search("block sum"), 0, ""});
+  const SubmitResult submitted = m->submit(Submission{"", search("block sum"), 0, "", ""});
   ASSERT_EQ(submitted.status, SubmitStatus::kQueued) << submitted.message;
   ASSERT_EQ(runner_->started(1).size(), 1U);
   const std::optional<Job> cancelled = m->cancel(submitted.job->id);
@@ -313,6 +313,151 @@ TEST_F(JobManagerTest, CancellingASearchWhileItsVariantsCompile) {
     }
   }
   EXPECT_EQ(m->find(submitted.job->id)->state, JobState::kCancelled);
+}
+
+// Issue 13: an autotune search's variant compiles count against the queue's
+// capacity and the submitter's quota; a search that can never fit is a 400,
+// one that does not fit now a 503.
+TEST_F(JobManagerTest, ASearchsVariantsCountAgainstTheQueueAndTheQuota) {
+  JobsConfig c = config(); // queue_capacity 8
+  auto m = start(c);
+  std::vector<int> many;
+  for (int i = 1; i <= 20; ++i) {
+    many.push_back(i);
+  }
+  const SubmitResult huge = m->submit(Submission{"", search("sum", many), 0, "", "alice"});
+  EXPECT_EQ(huge.status, SubmitStatus::kInvalid);
+  EXPECT_NE(huge.message.find("queue_capacity 8"), std::string::npos) << huge.message;
+  EXPECT_EQ(m->counts().queued, 0U);
+  EXPECT_EQ(runner_->runs(), 0U) << "nothing of it was admitted";
+
+  // 4 queued behind a running one leave 4 slots: a search adding 5 (itself,
+  // 3 variants and the reference) is busy.
+  m->submit(submission("block a"));
+  ASSERT_EQ(runner_->started(1).size(), 1U);
+  for (const char* text : {"b", "c", "d", "e"}) {
+    ASSERT_EQ(m->submit(submission(text)).status, SubmitStatus::kQueued);
+  }
+  const SubmitResult busy = m->submit(Submission{"", search("sum"), 0, "", "alice"});
+  EXPECT_EQ(busy.status, SubmitStatus::kBusy) << busy.message;
+  EXPECT_LE(m->counts().queued, c.queue_capacity);
+  runner_->open();
+}
+
+TEST_F(JobManagerTest, ASubmitterIsCappedAtItsQuotaOthersAreNot) {
+  JobsConfig c = config();
+  c.max_jobs_per_submitter = 2;
+  auto m = start(c);
+  auto as = [](const std::string& text, const std::string& who) {
+    return Submission{"", spec(text), 0, "", who};
+  };
+  ASSERT_EQ(m->submit(as("block 1", "alice")).status, SubmitStatus::kQueued);
+  ASSERT_EQ(m->submit(as("block 2", "alice")).status, SubmitStatus::kQueued);
+  const SubmitResult third = m->submit(as("block 3", "alice"));
+  EXPECT_EQ(third.status, SubmitStatus::kBusy);
+  EXPECT_NE(third.message.find("max_jobs_per_submitter is 2"), std::string::npos) << third.message;
+  EXPECT_EQ(m->submit(as("block 1", "bob")).status, SubmitStatus::kJoined) << "no new job";
+  EXPECT_EQ(m->submit(as("block 4", "bob")).status, SubmitStatus::kQueued);
+  // A search adding more than the quota can never run for anyone.
+  EXPECT_EQ(m->submit(Submission{"", search("sum"), 0, "", "carol"}).status,
+            SubmitStatus::kInvalid);
+  runner_->open();
+  finished(*m, m->submit(as("block 4", "bob")).job->id);
+  // Alice's jobs finished: her quota is free again.
+  for (const Job& j : m->list(std::nullopt, 10)) {
+    finished(*m, j.id);
+  }
+  EXPECT_EQ(m->submit(as("block 3", "alice")).status, SubmitStatus::kQueued);
+}
+
+TEST_F(JobManagerTest, ASpecOverMaxSpecBytesIsRefusedAndHistoryKeepsNoSpecs) {
+  JobsConfig c = config();
+  c.max_spec_bytes = 1000;
+  auto m = start(c);
+  const SubmitResult large = m->submit(submission(std::string(1001, 'x')));
+  EXPECT_EQ(large.status, SubmitStatus::kTooLarge);
+  EXPECT_NE(large.message.find("max_spec_bytes (1000 bytes)"), std::string::npos) << large.message;
+  // Longer than any spec within the limit can be as JSON: refused unparsed.
+  const std::string huge(JobIntake::max_text_bytes(1000) + 1, ' ');
+  EXPECT_EQ(m->submit(Submission{"", huge, 0, "", ""}).status, SubmitStatus::kTooLarge);
+
+  const SubmitResult ok = m->submit(submission(std::string(900, 'y')));
+  ASSERT_EQ(ok.status, SubmitStatus::kQueued);
+  EXPECT_FALSE(ok.job->spec_json.empty()) << "an active job keeps its spec";
+  const Job done = finished(*m, ok.job->id);
+  EXPECT_EQ(done.state, JobState::kSucceeded);
+  EXPECT_TRUE(m->find(ok.job->id)->spec_json.empty()) << "history keeps no spec text";
+  EXPECT_FALSE(m->find(ok.job->id)->spec_digest.empty());
+  EXPECT_EQ(m->find(ok.job->id)->entry, "kernel.cpp") << "names stay";
+}
+
+TEST_F(JobManagerTest, AFailedSpecIsRememberedAcrossARestartWithoutItsText) {
+  kcache::testing::TempDir dir;
+  const std::string journal = (dir.path() / "jobs").string();
+  {
+    auto queue = LocalJobQueue::open(8, journal);
+    ASSERT_TRUE(queue.has_value()) << queue.error();
+    auto m = start(config(), std::move(*queue));
+    const Job failed = finished(*m, m->submit(submission("fail")).job->id);
+    EXPECT_EQ(failed.error_code, JobError::kCompileFailed);
+  }
+  auto queue = LocalJobQueue::open(8, journal);
+  ASSERT_TRUE(queue.has_value()) << queue.error();
+  auto m = start(config(), std::move(*queue));
+  EXPECT_EQ(m->submit(submission("fail")).status, SubmitStatus::kFailedRecently);
+}
+
+// Issue 13: a worker killed mid-compile (the OOM killer, kill -9) is the
+// machinery's failure: retried with back-off, never negatively cached.
+TEST_F(JobManagerTest, AKilledWorkerIsRetriedAndSucceeds) {
+  JobsConfig c = config();
+  c.retry_backoff = 10ms;
+  auto m = start(c);
+  const auto start_time = std::chrono::steady_clock::now();
+  const Job done = finished(*m, m->submit(submission("crash2 kernel")).job->id);
+  EXPECT_EQ(done.state, JobState::kSucceeded) << done.error_message;
+  EXPECT_EQ(done.attempts, 3U);
+  EXPECT_EQ(runner_->runs(), 3U);
+  EXPECT_GE(std::chrono::steady_clock::now() - start_time, 30ms) << "10 ms, then 20 ms";
+}
+
+TEST_F(JobManagerTest, AWorkerKilledOnEveryAttemptFailsAsInfrastructureAndIsNotCached) {
+  JobsConfig c = config();
+  c.retry_backoff = 1ms;
+  auto m = start(c);
+  const Job failed = finished(*m, m->submit(submission("crash9 kernel")).job->id);
+  EXPECT_EQ(failed.state, JobState::kFailed);
+  EXPECT_EQ(failed.error_code, JobError::kInfrastructure);
+  EXPECT_EQ(failed.attempts, c.max_attempts);
+  EXPECT_NE(failed.error_message.find("not the spec's fault"), std::string::npos);
+  EXPECT_EQ(m->submit(submission("crash9 kernel")).status, SubmitStatus::kQueued)
+      << "not negatively cached";
+  runner_->open();
+}
+
+TEST_F(JobManagerTest, CancellingEndsARetrysBackOff) {
+  JobsConfig c = config();
+  c.retry_backoff = 60s;
+  auto m = start(c);
+  const SubmitResult crashing = m->submit(submission("crash9 kernel"));
+  ASSERT_EQ(runner_->started(1).size(), 1U);
+  std::this_thread::sleep_for(20ms); // into its back-off
+  m->cancel(crashing.job->id);
+  const Job done = finished(*m, crashing.job->id);
+  EXPECT_EQ(done.state, JobState::kCancelled);
+  EXPECT_EQ(runner_->runs(), 1U);
+}
+
+TEST(InfrastructureFailure, WhatCountsAsTheMachinerys) {
+  using Code = compiler::CompileError::Code;
+  EXPECT_TRUE(is_infrastructure_failure({Code::kInternal, "no reply", ""}));
+  EXPECT_TRUE(is_infrastructure_failure(
+      {Code::kCompileFailed, "kcache-worker crashed with signal Killed", ""}));
+  EXPECT_TRUE(is_infrastructure_failure(
+      {Code::kCompileFailed, "kcache-worker exited with status 3 without a reply", ""}));
+  EXPECT_FALSE(is_infrastructure_failure({Code::kCompileFailed, "error: expected ';'", ""}));
+  EXPECT_FALSE(is_infrastructure_failure({Code::kResourceLimit, "the compile hit the memory", ""}));
+  EXPECT_FALSE(is_infrastructure_failure({Code::kInvalidSpec, "bad", ""}));
 }
 
 } // namespace

@@ -2,11 +2,13 @@
 // A JobRunner for unit tests: no compiler, no subprocess. A compile's source
 // text says what happens: "fail" fails it as the compiler would, "oom" as a
 // resource limit, "block" waits at a gate until the test opens it or the job
-// is cancelled; anything else succeeds at once with the text as its binary.
+// is cancelled, "crashN" (N a digit) dies as a killed kcache-worker does on its
+// first N runs; anything else succeeds at once with the text as its binary.
 // Benchmarks rank the variants by their place in the request.
 
 #include <kcache/service/job_runner.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -41,6 +43,16 @@ public:
     };
     if (cancel.stop_requested()) {
       return fail(compiler::CompileError::Code::kCancelled, "cancelled");
+    }
+    if (const auto crash = text.find("crash");
+        crash != std::string::npos && crash + 5 < text.size()) {
+      std::lock_guard lock(mu_);
+      const auto runs = std::count(started_.begin(), started_.end(), text);
+      if (runs <= text[crash + 5] - '0') {
+        // WorkerRunner's wording for a worker that died by a signal.
+        return fail(compiler::CompileError::Code::kCompileFailed,
+                    "kcache-worker crashed with signal Killed");
+      }
     }
     if (text.find("fail") != std::string::npos) {
       return fail(compiler::CompileError::Code::kCompileFailed, "it does not compile");

@@ -42,6 +42,7 @@ enum class JobError {
   kResourceLimit,  // memory, CPU time or wall clock ran out
   kStore,          // compiled, but storing the result failed
   kAutotuneFailed, // no variant ran correctly, or the reference did not compile
+  kInfrastructure, // the worker was killed or spoke garbage on every attempt (never cached)
 };
 std::string_view job_error_name(JobError error); // "" for kNone
 tl::expected<JobError, std::string> parse_job_error(std::string_view name);

@@ -33,6 +33,10 @@
 //   cpu_time_s      = 300
 //   memory          = "8GiB"                # address space per worker; 0: unlimited
 //   tuning_class    = ""                    # autotune hardware; "" detects it
+//   max_spec_bytes  = "16MiB"               # a spec's source + headers (413 beyond)
+//   max_jobs_per_submitter = 256            # queued or running, per token (or per client)
+//   retry_backoff_ms = 1000                 # first retry of a worker killed mid-compile
+//   force_worker_memory = false             # allow workers x memory above the host's memory
 //   [[tokens]]                              # none: no authentication (local use)
 //   token = "..."                           # sent as "Authorization: Bearer ..."
 //   role  = "admin"                         # read | submit | write | admin
@@ -82,6 +86,17 @@ struct JobsConfig {
   // The hardware this node benchmarks autotune variants on; "" detects it.
   // Set it where detection is too coarse (e.g. a MIG slice).
   std::string tuning_class;
+
+  // Submission bounds (issue 13). Every job a submission adds counts against
+  // queue_capacity and its submitter's quota, an autotune search's variant
+  // compiles included.
+  std::uint64_t max_spec_bytes = 16ULL << 20; // a spec's source + headers; over it: 413
+  std::size_t max_jobs_per_submitter = 256;   // queued or running; 0: no cap
+  // An infrastructure failure (worker killed, spawn failure, garbled reply)
+  // is retried after retry_backoff, doubling per attempt, up to max_attempts.
+  std::chrono::milliseconds retry_backoff{1000};
+  // Start even when workers x memory exceeds the host's memory.
+  bool force_worker_memory = false;
 };
 
 struct ServiceConfig {
@@ -118,5 +133,13 @@ std::vector<std::string> store_urls(const ServiceConfig& config);
 // The kcache-worker to run: $KCACHE_WORKER_BINARY, else next to the running
 // kcached (an install) or in the build tree's compiler/ folder; "" if none.
 std::string find_worker_binary();
+
+// The memory the daemon's workers may use at most: physical memory, or the
+// cgroup's memory.max when lower; 0 when unknown.
+std::uint64_t host_memory_bytes();
+// Refuses workers x memory limit above `host_memory` (unless forced): the
+// message names both numbers and the flag that forces it.
+tl::expected<void, std::string> check_worker_memory(const JobsConfig& jobs,
+                                                    std::uint64_t host_memory);
 
 } // namespace kcache::service

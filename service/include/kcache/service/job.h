@@ -31,10 +31,15 @@ using protocol::parse_job_state;
 
 // What the wire shows of a job, and what only kcached keeps.
 struct Job : protocol::JobView {
-  std::string spec_digest; // SHA-256 of spec_json (not journaled): failures are remembered by it
+  // SHA-256 of the spec: failures are remembered by it. Journaled (as
+  // "spec_digest", next to the spec): a finished job keeps it, not its spec.
+  std::string spec_digest;
+  // Whose quota the job counts against (not journaled: jobs read back after
+  // a restart count against nobody's).
+  std::string submitter;
 };
 
-// with_spec: the journal keeps the spec; listings leave it out.
+// with_spec: the journal keeps the spec and its digest; listings leave them out.
 nlohmann::json job_json(const Job& job, bool with_spec);
 std::string job_to_json(const Job& job, bool with_spec);
 tl::expected<Job, std::string> job_from_json(std::string_view text);

@@ -22,6 +22,9 @@ struct Submission {
   std::string spec_json; // a CompileSpec; with an "autotune" member, a search
   int priority = 0;
   std::string tuning_class; // autotune: must be this node's, if given
+  // Whose quota the jobs count against: the token's identity, or the client
+  // when tokens are off ("" for everyone else).
+  std::string submitter;
 };
 
 enum class SubmitStatus {
@@ -33,6 +36,7 @@ enum class SubmitStatus {
   kInvalid,        // the spec or the key is malformed
   kUnavailable,    // no worker, a backend not built into the worker, or shutting down
   kStoreError,     // the store or the journal failed
+  kTooLarge,       // the spec is over max_spec_bytes
 };
 std::string_view submit_status_name(SubmitStatus status);
 
@@ -44,7 +48,19 @@ struct SubmitResult {
 
 class JobIntake {
 public:
-  explicit JobIntake(const JobRunner& runner) : runner_(runner) {}
+  JobIntake(const JobRunner& runner, std::uint64_t max_spec_bytes)
+      : runner_(runner), max_spec_bytes_(max_spec_bytes) {}
+
+  // kTooLarge when the submission's spec text is longer than a spec of
+  // max_spec_bytes can be as JSON (checked before parsing it; escapes may
+  // double a source's bytes); nullopt when it may be parsed.
+  std::optional<SubmitResult> too_long(std::string_view spec_json) const;
+  // kTooLarge when the spec's source and headers are over max_spec_bytes.
+  std::optional<SubmitResult> too_large(const compiler::CompileSpec& spec) const;
+  // The longest spec text too_long() lets through.
+  static std::uint64_t max_text_bytes(std::uint64_t max_spec_bytes) {
+    return 2 * max_spec_bytes + (1ULL << 20);
+  }
 
   // The spec a job compiles, or why it is refused (kUnavailable: no
   // toolchain for its backend; kInvalid: the spec checks).
@@ -68,6 +84,7 @@ public:
 
 private:
   const JobRunner& runner_;
+  const std::uint64_t max_spec_bytes_;
 };
 
 } // namespace kcache::service

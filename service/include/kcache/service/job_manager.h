@@ -75,6 +75,10 @@ public:
   std::optional<std::size_t> queue_position(const std::string& id) const;
   JobCounts counts() const;
   const compiler::Toolchains& toolchains() const { return runner_->toolchains(); }
+  // A request body longer than this cannot hold a spec within max_spec_bytes.
+  std::uint64_t max_submission_bytes() const {
+    return JobIntake::max_text_bytes(config_.max_spec_bytes);
+  }
 
   // Stops taking jobs, answers every waiter, kills running compiles (they stay
   // in the journal as queued and run after a restart) and joins the threads.
@@ -100,8 +104,11 @@ private:
   void recover();
   SubmitResult submit_uncounted(const Submission& submission);
   // Under mu_: the negative cache, single-flight (joining adds the key and the
-  // parents), the queue's bound unless `force`, the journal, the queue.
-  SubmitResult admit_locked(Job job, const std::string& key, bool queue_now, bool force);
+  // parents), unless `force` the queue's bound and the submitter's quota for
+  // the job and `children` more (an autotune search's variant compiles, held
+  // in reserved_ until begin_autotune admits them), the journal, the queue.
+  SubmitResult admit_locked(Job job, const std::string& key, bool queue_now, bool force,
+                            std::size_t children = 0);
   std::optional<SubmitResult> lookup_cached(const std::string& key, const std::string& compile_key);
 
   // Autotune glue (job_manager_autotune.cpp) around autotune_.
@@ -116,6 +123,12 @@ private:
   std::optional<std::string> take_next();
   void run_job(const std::string& id);
   void run_compile(const std::string& id, const std::stop_token& cancel);
+  // Runs the compile; an infrastructure failure runs it again after a
+  // back-off (doubling) while the job has attempts left. Cancelling ends the
+  // back-off at once.
+  compiler::WorkerOutcome compile_with_retries(const std::string& id,
+                                               const compiler::CompileSpec& spec,
+                                               const std::stop_token& cancel);
   void housekeeping_loop(const std::stop_token& stop);
   // Under mu_: moves the job to its final state, journals it, tells its
   // autotune parents and hands back its waiters (called after unlocking).
@@ -145,6 +158,10 @@ private:
   std::unordered_map<std::string, std::stop_source> running_; // job id -> its cancel
   DeadlineWaiters<WaitCallback> waiters_;                     // job id -> long-polls
   std::uint64_t waiters_generation_ = 0;                      // bumped per new waiter
+  // Queue slots promised to admitted searches whose variants are not yet
+  // admitted: search id -> slots; reserved_ is their sum.
+  std::unordered_map<std::string, std::size_t> reservations_;
+  std::size_t reserved_ = 0;
 
   // Last: they stop and join before anything above is destroyed.
   std::unique_ptr<JobWorkerPool> pool_;

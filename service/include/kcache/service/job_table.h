@@ -42,13 +42,16 @@ public:
                    int priority);
   // A new active job.
   Job& add(Job job);
+  // Active jobs (queued or running) added for `submitter`.
+  std::size_t active_jobs(const std::string& submitter) const;
 
   struct Finished {
     Job job;                          // as it ended
     std::vector<std::string> evicted; // fell out of the history: erase their records
   };
   // Moves an active job to its final state at `wall_ms`, remembers a
-  // cacheable failure, and trims the history.
+  // cacheable failure, and trims the history. The history keeps the spec's
+  // digest, not its text (a spec may be megabytes; history is thousands).
   Finished finish(Job& job, JobState state, std::int64_t wall_ms, Clock::time_point now);
   // A job read back from the journal: an active one becomes single-flight
   // again; a finished one enters the history and, if it failed within the
@@ -74,6 +77,7 @@ private:
   std::deque<std::string> finished_order_;                     // oldest first
   std::unordered_map<std::string, std::string> active_by_key_; // compile key -> job id
   std::unordered_map<std::string, Failure> failures_;          // failure_key() -> failure
+  std::unordered_map<std::string, std::size_t> active_by_submitter_;
 };
 
 } // namespace kcache::service
