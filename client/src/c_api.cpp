@@ -72,32 +72,13 @@ const std::string* value_file(const kcache::client::Artifact& artifact) {
   return artifact.files.empty() ? nullptr : &artifact.files.front().data;
 }
 
-// {"producer", "metadata", "manifest"} as PutOptions; metadata values that are
-// not strings keep their JSON text.
+// {"producer", "metadata", "manifest"} as PutOptions (protocol/record_head.h).
 tl::expected<kcache::client::PutOptions, std::string> put_options_from_json(const char* text) {
   const nlohmann::json doc = kcache::protocol::parse_json_or_discarded(text);
   if (doc.is_discarded() || !doc.is_object()) {
     return tl::unexpected(std::string("record_json is not a JSON object"));
   }
-  kcache::client::PutOptions options;
-  if (const auto it = doc.find("producer"); it != doc.end()) {
-    if (!it->is_string()) {
-      return tl::unexpected(std::string("\"producer\" must be a string"));
-    }
-    options.producer = it->get<std::string>();
-  }
-  if (const auto it = doc.find("metadata"); it != doc.end()) {
-    if (!it->is_object()) {
-      return tl::unexpected(std::string("\"metadata\" must be an object"));
-    }
-    for (const auto& [name, value] : it->items()) {
-      options.metadata[name] = value.is_string() ? value.get<std::string>() : value.dump();
-    }
-  }
-  if (const auto it = doc.find("manifest"); it != doc.end() && !it->is_null()) {
-    options.manifest_json = it->dump();
-  }
-  return options;
+  return kcache::protocol::record_head_from_json(doc);
 }
 
 template <typename Fn> kcache_status guarded(Fn&& fn) {

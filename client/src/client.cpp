@@ -129,17 +129,13 @@ Result<void> Client::put(std::string_view key, const std::vector<File>& files,
   if (auto ok = check_key(key); !ok) {
     return ok;
   }
-  json head{{"producer", options.producer}, {"metadata", options.metadata}};
-  if (!options.manifest_json.empty()) {
-    const json manifest = protocol::parse_json_or_discarded(options.manifest_json);
-    if (manifest.is_discarded()) {
-      return tl::unexpected(ClientError{ErrorCode::kInvalid, 0, "manifest_json is not JSON"});
-    }
-    head["manifest"] = manifest;
+  const auto head = protocol::to_json(options);
+  if (!head) {
+    return tl::unexpected(ClientError{ErrorCode::kInvalid, 0, head.error()});
   }
   std::vector<wire::Part> parts;
   parts.reserve(files.size() + 1);
-  parts.push_back({"record", protocol::json_text(head)});
+  parts.push_back({"record", protocol::json_text(*head)});
   for (const File& f : files) {
     parts.push_back({f.name, f.data});
   }

@@ -6,6 +6,7 @@
 #include <kcache/cachekey/key_manifest.h>
 #include <kcache/cachekey/sha256.h>
 #include <kcache/protocol/json_text.h>
+#include <kcache/protocol/record_head.h>
 #include <kcache/protocol/wire.h>
 #include <kcache/service/request_handler.h>
 
@@ -165,22 +166,20 @@ Response RequestHandler::artifact(const Request& req, const RouteArgs& args) {
   if (parts->empty() || parts->front().name != "record") {
     return error(req, http::status::bad_request, "the first part must be the \"record\"");
   }
-  const json head = protocol::parse_json_or_discarded(parts->front().data);
-  if (head.is_discarded() || !head.is_object()) {
+  const json doc = protocol::parse_json_or_discarded(parts->front().data);
+  if (doc.is_discarded() || !doc.is_object()) {
     return error(req, http::status::bad_request, "the record part is not a JSON object");
+  }
+  auto head = protocol::record_head_from_json(doc);
+  if (!head) {
+    return error(req, http::status::bad_request, "the record part: " + head.error());
   }
   storage::ActionRecord record;
   record.key = std::string(key);
-  if (head.contains("producer") && head["producer"].is_string()) {
-    record.producer = head["producer"].get<std::string>();
-  }
-  if (head.contains("metadata") && head["metadata"].is_object()) {
-    for (const auto& [k, v] : head["metadata"].items()) {
-      record.metadata[k] = v.is_string() ? v.get<std::string>() : v.dump();
-    }
-  }
-  if (head.contains("manifest") && !head["manifest"].is_null()) {
-    auto manifest = cachekey::manifest_from_json(head["manifest"].dump());
+  record.producer = std::move(head->producer);
+  record.metadata = std::move(head->metadata);
+  if (!head->manifest_json.empty()) {
+    auto manifest = cachekey::manifest_from_json(head->manifest_json);
     if (!manifest) {
       return error(req, http::status::bad_request, manifest.error().message);
     }

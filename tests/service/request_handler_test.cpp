@@ -157,6 +157,12 @@ TEST_F(HandlerTest, ArtifactsRoundTripInOneRequest) {
   const std::vector<wire::Part> bad_manifest = {{"record", R"({"manifest":{"schema_version":1}})"}};
   EXPECT_EQ(call(http::verb::put, "/v1/artifacts/x", wire::encode_parts(bad_manifest)).result(),
             http::status::bad_request);
+  // The record part is read as libkcache's C ABI reads it (protocol/record_head.h).
+  const auto bad_producer = call(http::verb::put, "/v1/artifacts/x",
+                                 wire::encode_parts({{"record", R"({"producer":5})"}}));
+  EXPECT_EQ(bad_producer.result(), http::status::bad_request);
+  EXPECT_EQ(json::parse(bad_producer.body())["error"],
+            "the record part: \"producer\" must be a string");
 }
 
 TEST_F(HandlerTest, BatchGetAnswersEveryKeyInOrder) {

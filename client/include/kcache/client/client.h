@@ -14,6 +14,7 @@
 #include <kcache/client/lease.h>
 #include <kcache/protocol/circuit_breaker.h>
 #include <kcache/protocol/connection_pool.h>
+#include <kcache/protocol/record_head.h>
 
 #include <tl/expected.hpp>
 
@@ -38,11 +39,9 @@ struct ClientOptions {
   std::size_t max_idle_connections = 16;
 };
 
-struct PutOptions {
-  std::string producer;
-  std::map<std::string, std::string> metadata;
-  std::string manifest_json; // a kcache key manifest; must hash to the key
-};
+// producer, metadata, manifest_json: the upload's record part, written by the
+// same code that kcached reads it with.
+using PutOptions = protocol::RecordHead;
 
 class Client {
 public:
