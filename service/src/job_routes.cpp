@@ -124,6 +124,21 @@ Response RequestHandler::job_response(const Request& req, const std::optional<Jo
   return json_response(req, http::status::ok, body);
 }
 
+std::optional<Response> RequestHandler::refuse_submission_head(const Request& head) const {
+  const std::string_view length = head[http::field::content_length];
+  std::uint64_t bytes = 0;
+  if (jobs_ == nullptr || length.empty() ||
+      std::from_chars(length.data(), length.data() + length.size(), bytes).ec != std::errc()) {
+    return std::nullopt; // no length to judge by: the body is checked once read
+  }
+  if (const std::uint64_t most = jobs_->max_submission_bytes() + kSubmissionSlack; bytes > most) {
+    return error(head, http::status::payload_too_large,
+                 "the submission is " + std::to_string(bytes) +
+                     " bytes; a spec within max_spec_bytes fits in " + std::to_string(most));
+  }
+  return std::nullopt;
+}
+
 Response RequestHandler::submit_job(const Request& req, const RouteArgs& /*args*/) {
   if (jobs_ == nullptr) {
     return no_workers(req);

@@ -169,6 +169,10 @@ std::optional<Response> RequestHandler::admit(const Request& head, bool sends_sp
                               "the server's response memory is spent; retry later");
     prepared.rejected->set(http::field::retry_after, "1");
   }
+  if (!prepared.rejected && prepared.route != nullptr &&
+      prepared.route->handler == &RequestHandler::submit_job) {
+    prepared.rejected = refuse_submission_head(head);
+  }
   if (prepared.rejected) {
     record_metrics(prepared.label, head.method(), prepared.rejected->result_int(), 0.0);
   }

@@ -1,6 +1,6 @@
 // Issue 13, the job rows, against a real kcached: an autotune search of
 // 20,000 variants is refused whole (the queue never passes its capacity), a
-// 100 MB spec gets 413 without holding memory, and a kcache-worker killed
+// 100 MB spec gets 413 on its head without holding memory, and a kcache-worker killed
 // with SIGKILL mid-compile is retried (the job succeeds; nothing is
 // negatively cached). Label `reliability`; each figure is printed.
 
@@ -183,6 +183,9 @@ TEST(ReliabilityJobs, AHundredMegabyteSpecIs413AndMemoryStays) {
     slowest = std::max(slowest, a.seconds);
     rss_peak = std::max(rss_peak, rss_mb(kcached.pid()));
   }
+  // Refused on its head (Content-Length): the body is never held.
+  EXPECT_LT(rss_peak - rss_before, kSanitized ? 100.0 : 50.0)
+      << rss_before << " -> " << rss_peak << " MB";
   // Within the JSON bound but over max_spec_bytes of source: refused once parsed.
   const Answer parsed = submit(*c, spec_body(5 << 20));
   EXPECT_EQ(parsed.status, 413) << parsed.body.dump();

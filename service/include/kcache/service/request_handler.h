@@ -107,6 +107,9 @@ private:
   // The job routes (job_routes.cpp).
   Response list_jobs(const Request& request, const RouteArgs& args);
   Response submit_job(const Request& request, const RouteArgs& args);
+  // On a submission's head: 413 when its Content-Length is over what a spec
+  // within max_spec_bytes can be, before its body is read.
+  std::optional<Response> refuse_submission_head(const Request& head) const;
   Response show_job(const Request& request, const RouteArgs& args);
   Response cancel_job(const Request& request, const RouteArgs& args);
   Response job_response(const Request& request, const std::optional<Job>& job, std::string_view id);
