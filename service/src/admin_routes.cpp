@@ -1,8 +1,11 @@
 // The inspection and maintenance routes of RequestHandler: entry listings,
-// one entry, stats, and verify/gc (the walks themselves are storage's).
+// one entry, stats, and verify/gc (the walks themselves are storage's). The
+// answers are rendered by protocol/admin.h, which the client reads them with.
 
 #include "responses.h"
 
+#include <kcache/cachekey/key_manifest.h>
+#include <kcache/protocol/admin.h>
 #include <kcache/protocol/wire.h>
 #include <kcache/service/request_handler.h>
 #include <kcache/storage/maintenance.h>
@@ -15,18 +18,32 @@
 namespace kcache::service {
 
 namespace wire = protocol::wire;
-using nlohmann::json;
 using storage::Area;
 
 namespace {
 
-json info_json(const storage::ObjectInfo& info) {
-  return json{{"area", storage::area_name(info.area)},
-              {"key", info.key},
-              {"size", info.size},
-              {"created_ms", info.created_ms},
-              {"last_access_ms", info.last_access_ms},
-              {"hits", info.hits}};
+protocol::EntrySummary summary_of(const storage::ObjectInfo& info) {
+  return {std::string(storage::area_name(info.area)),
+          info.key,
+          info.size,
+          info.created_ms,
+          info.last_access_ms,
+          info.hits};
+}
+
+protocol::Entry entry_of(const storage::ActionRecord& record) {
+  protocol::Entry entry;
+  entry.key = record.key;
+  for (const storage::OutputRef& o : record.outputs) {
+    entry.outputs.push_back({o.name, o.digest, o.size});
+  }
+  entry.producer = record.producer;
+  entry.created_ms = record.created_ms;
+  entry.metadata = record.metadata;
+  if (record.manifest) {
+    entry.manifest_json = cachekey::manifest_to_json(*record.manifest);
+  }
+  return entry;
 }
 
 } // namespace
@@ -77,12 +94,12 @@ Response RequestHandler::entries(const Request& req, const RouteArgs& args) {
               }
               return a.last_access_ms > b.last_access_ms;
             });
-  json out = json::array();
+  protocol::EntryList out;
+  out.total = items.size();
   for (std::size_t i = 0; i < items.size() && i < limit; ++i) {
-    out.push_back(info_json(items[i]));
+    out.entries.push_back(summary_of(items[i]));
   }
-  return json_response(req, http::status::ok,
-                       json{{"entries", std::move(out)}, {"total", items.size()}});
+  return json_response(req, http::status::ok, protocol::to_json(out));
 }
 
 Response RequestHandler::entry(const Request& req, const RouteArgs& args) {
@@ -97,45 +114,38 @@ Response RequestHandler::entry(const Request& req, const RouteArgs& args) {
   if (!record->has_value()) {
     return error(req, http::status::not_found, "no action record for " + std::string(key));
   }
-  json doc = json::parse(storage::record_to_json(**record));
+  protocol::Entry entry = entry_of(**record);
   storage::ListOptions options;
   options.area = Area::kAction;
   options.prefix = std::string(key);
   if (auto listed = store_.list(options)) {
     for (const storage::ObjectInfo& info : *listed) {
       if (info.key == key) {
-        doc["storage"] = info_json(info);
+        entry.storage = summary_of(info);
       }
     }
   }
-  return json_response(req, http::status::ok, doc);
+  auto doc = protocol::to_json(entry);
+  if (!doc) {
+    return error(req, http::status::internal_server_error, doc.error());
+  }
+  return json_response(req, http::status::ok, *doc);
 }
 
 Response RequestHandler::stats(const Request& req, const RouteArgs& /*args*/) {
-  json tiers = json::array();
+  protocol::Stats stats;
   for (const TierView& tier : tiers_) {
     const storage::CounterSnapshot c = tier.store->counters();
-    tiers.push_back({{"name", tier.name},
-                     {"hits", c.hits},
-                     {"misses", c.misses},
-                     {"errors", c.errors},
-                     {"corrupt", c.corrupt},
-                     {"evictions", c.evictions},
-                     {"puts", c.puts},
-                     {"bytes_read", c.bytes_read},
-                     {"bytes_written", c.bytes_written},
-                     {"backfills", c.backfills},
-                     {"rejected", c.rejected}});
+    stats.tiers.push_back({tier.name, c.hits, c.misses, c.errors, c.corrupt, c.evictions, c.puts,
+                           c.bytes_read, c.bytes_written, c.backfills, c.rejected});
   }
   const storage::CounterSnapshot total = store_.counters();
-  return json_response(
-      req, http::status::ok,
-      json{{"uptime_s",
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count()},
-           {"hits", total.hits},
-           {"misses", total.misses},
-           {"errors", total.errors},
-           {"tiers", std::move(tiers)}});
+  stats.uptime_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  stats.hits = total.hits;
+  stats.misses = total.misses;
+  stats.errors = total.errors;
+  return json_response(req, http::status::ok, protocol::to_json(stats));
 }
 
 Response RequestHandler::verify(const Request& req, const RouteArgs& args) {
@@ -151,15 +161,11 @@ Response RequestHandler::verify(const Request& req, const RouteArgs& args) {
   if (!report) {
     return store_error(req, report.error());
   }
-  json problems = json::array();
+  protocol::VerifyReport out{area, report->checked, {}, report->repaired};
   for (const storage::VerifyProblem& p : report->problems) {
-    problems.push_back({{"key", p.key}, {"problem", p.problem}});
+    out.problems.push_back({p.key, p.problem});
   }
-  return json_response(req, http::status::ok,
-                       json{{"area", area},
-                            {"checked", report->checked},
-                            {"problems", std::move(problems)},
-                            {"repaired", report->repaired}});
+  return json_response(req, http::status::ok, protocol::to_json(out));
 }
 
 Response RequestHandler::gc(const Request& req, const RouteArgs& args) {
@@ -173,11 +179,10 @@ Response RequestHandler::gc(const Request& req, const RouteArgs& args) {
   if (!report) {
     return store_error(req, report.error());
   }
-  return json_response(req, http::status::ok,
-                       json{{"before_bytes", report->before_bytes},
-                            {"after_bytes", report->after_bytes},
-                            {"removed_entries", report->removed_entries},
-                            {"removed_bytes", report->removed_bytes}});
+  return json_response(
+      req, http::status::ok,
+      protocol::to_json(protocol::GcReport{report->before_bytes, report->after_bytes,
+                                           report->removed_entries, report->removed_bytes}));
 }
 
 } // namespace kcache::service
