@@ -14,6 +14,9 @@ nlohmann::json job_json(const Job& job, bool with_spec) {
   if (with_spec && !job.spec_digest.empty()) {
     out["spec_digest"] = job.spec_digest;
   }
+  if (with_spec && !job.submitter.empty()) {
+    out["submitter"] = job.submitter;
+  }
   return out;
 }
 
@@ -31,6 +34,9 @@ tl::expected<Job, std::string> job_from_json(std::string_view text) {
   static_cast<protocol::JobView&>(job) = std::move(*view);
   if (const auto digest = doc.find("spec_digest"); digest != doc.end() && digest->is_string()) {
     job.spec_digest = digest->get<std::string>();
+  }
+  if (const auto who = doc.find("submitter"); who != doc.end() && who->is_string()) {
+    job.submitter = who->get<std::string>();
   }
   return job;
 }

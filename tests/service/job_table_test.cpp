@@ -108,6 +108,43 @@ TEST(JobTable, AHistoryOfNoneKeepsNothing) {
   EXPECT_EQ(table.find("j-1"), nullptr);
 }
 
+// Issue 13: quotas count active jobs per submitter; a finished job keeps its
+// spec's digest, not its text.
+TEST(JobTable, ActiveJobsPerSubmitterAndNoSpecTextInHistory) {
+  JobTable table(10, 60s);
+  Job a = job("j-1", "kcc-a");
+  a.submitter = "alice";
+  a.spec_json = std::string(1000, 'x');
+  Job& added = table.add(std::move(a));
+  Job b = job("j-2", "kcc-b");
+  b.submitter = "alice";
+  table.add(std::move(b));
+  EXPECT_EQ(table.active_jobs("alice"), 2U);
+  EXPECT_EQ(table.active_jobs("bob"), 0U);
+  const auto done = table.finish(added, JobState::kSucceeded, 1000, Clock::now());
+  EXPECT_EQ(table.active_jobs("alice"), 1U);
+  EXPECT_TRUE(done.job.spec_json.empty());
+  EXPECT_TRUE(table.find("j-1")->spec_json.empty());
+  EXPECT_EQ(table.find("j-1")->spec_digest, "d");
+}
+
+TEST(JobEnums, TheJournalKeepsTheDigestAndTheSubmitterListingsDoNot) {
+  Job j = job("j-1", "kcc-a", "abc123");
+  j.submitter = "token 0123456789ab";
+  j.error_code = JobError::kInfrastructure;
+  j.state = JobState::kFailed;
+  auto back = job_from_json(job_to_json(j, /*with_spec=*/true));
+  ASSERT_TRUE(back.has_value()) << back.error();
+  EXPECT_EQ(back->spec_digest, "abc123");
+  EXPECT_EQ(back->submitter, "token 0123456789ab");
+  EXPECT_EQ(back->error_code, JobError::kInfrastructure);
+  EXPECT_FALSE(is_cacheable_failure(JobError::kInfrastructure));
+  const std::string listed = job_to_json(j, /*with_spec=*/false);
+  EXPECT_EQ(listed.find("abc123"), std::string::npos);
+  EXPECT_EQ(listed.find("token"), std::string::npos);
+  EXPECT_NE(listed.find("\"infrastructure\""), std::string::npos);
+}
+
 TEST(JobEnums, OneNameTableEachReadsBackWhatItWrites) {
   for (JobKind k : {JobKind::kCompile, JobKind::kAutotune}) {
     EXPECT_EQ(parse_job_kind(job_kind_name(k)), k);

@@ -34,12 +34,12 @@ struct Job : protocol::JobView {
   // SHA-256 of the spec: failures are remembered by it. Journaled (as
   // "spec_digest", next to the spec): a finished job keeps it, not its spec.
   std::string spec_digest;
-  // Whose quota the job counts against (not journaled: jobs read back after
-  // a restart count against nobody's).
+  // Whose quota the job counts against (journaled as "submitter").
   std::string submitter;
 };
 
-// with_spec: the journal keeps the spec and its digest; listings leave them out.
+// with_spec: the journal keeps the spec, its digest and the submitter;
+// listings leave them out.
 nlohmann::json job_json(const Job& job, bool with_spec);
 std::string job_to_json(const Job& job, bool with_spec);
 tl::expected<Job, std::string> job_from_json(std::string_view text);
