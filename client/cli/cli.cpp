@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 
@@ -27,24 +28,25 @@ int usage_error(const std::string& message) {
   return kUsage;
 }
 
-// GET/POST/DELETE returning JSON; 404 -> kNotFound with the daemon's message.
-int call_json(Cli& cli, HttpMethod method, const std::string& target, json& out) {
-  auto res = cli.client->request(method, target);
-  if (!res) {
-    return fail(res.error());
-  }
-  const json body = parse_json_or_discarded(res->body);
-  if (res->status == 404) {
-    std::fprintf(stderr, "kcache: %s\n",
-                 body.is_object() ? body.value("error", "not found").c_str() : "not found");
+int fail_call(const ClientError& e) {
+  if (e.http_status == 404) {
+    std::fprintf(stderr, "kcache: %s\n", e.message.c_str());
     return kNotFound;
   }
-  if (res->status < 200 || res->status >= 300 || body.is_discarded()) {
-    std::fprintf(stderr, "kcache: %d: %s\n", res->status,
-                 body.is_object() ? body.value("error", res->body).c_str() : res->body.c_str());
-    return kFailed;
+  return fail(e);
+}
+
+int parse_count(const Cli& cli, const std::string& name, std::size_t fallback,
+                std::optional<std::size_t>& out) {
+  const std::string text = cli.option(name);
+  std::size_t value = fallback;
+  if (!text.empty()) {
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || ptr != text.data() + text.size()) {
+      return usage_error("--" + name + " takes a non-negative integer");
+    }
   }
-  out = body;
+  out = value;
   return kOk;
 }
 

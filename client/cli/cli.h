@@ -5,13 +5,13 @@
 #include <kcache/client/client.h>
 #include <kcache/protocol/clock.h>
 #include <kcache/protocol/json_text.h>
-#include <kcache/protocol/url.h>
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -20,11 +20,9 @@
 namespace kcache::cli {
 
 using client::ClientError;
-using client::HttpMethod;
 using nlohmann::json;
 using protocol::parse_json_or_discarded;
 using protocol::unix_now_ms;
-using protocol::url_encode;
 
 enum Exit : int {
   kOk = 0,
@@ -50,8 +48,11 @@ struct Cli {
 
 int fail(const ClientError& e);
 int usage_error(const std::string& message);
-// GET/POST/DELETE returning JSON; 404 -> kNotFound with the daemon's message.
-int call_json(Cli& cli, HttpMethod method, const std::string& target, json& out);
+// A typed call's failure: 404 -> kNotFound, else as fail().
+int fail_call(const ClientError& e);
+// --name N as a count (`fallback` when absent); a usage error if not a number.
+int parse_count(const Cli& cli, const std::string& name, std::size_t fallback,
+                std::optional<std::size_t>& out);
 // A progress bar on stderr when it is a terminal.
 void progress(const char* what, std::size_t done, std::size_t total);
 

@@ -3,6 +3,7 @@
 #include "cli.h"
 #include "table.h"
 
+#include <kcache/protocol/admin.h>
 #include <kcache/protocol/json_text.h>
 #include <kcache/protocol/units.h>
 
@@ -17,6 +18,8 @@
 #include <thread>
 
 namespace kcache::cli {
+
+using protocol::JobState;
 
 namespace {
 
@@ -41,7 +44,7 @@ std::string millis(std::int64_t ms) {
   return buf;
 }
 
-void print_jobs_table(const json& jobs) {
+void print_jobs_table(const std::vector<protocol::JobView>& jobs) {
   Table t;
   t.column("JOB");
   t.column("STATE");
@@ -55,22 +58,21 @@ void print_jobs_table(const json& jobs) {
   t.column("ASKED", Table::Align::kRight);
   t.column("ERROR");
   const std::int64_t now = unix_now_ms();
-  for (const json& j : jobs) {
-    const bool finished = j.value("finished_ms", 0LL) > 0;
-    std::string entry = cut(j.value("entry", ""), 32);
-    if (j.contains("progress")) {
-      entry += " (autotune " + std::to_string(j["progress"].value("done", 0)) + "/" +
-               std::to_string(j["progress"].value("total", 0)) + ")";
+  for (const protocol::JobView& j : jobs) {
+    const bool finished = j.finished_ms > 0;
+    std::string entry = cut(j.entry, 32);
+    if (j.kind == protocol::JobKind::kAutotune) {
+      entry += " (autotune " + std::to_string(j.progress_done) + "/" +
+               std::to_string(j.progress_total) + ")";
     }
-    t.row({j.value("id", ""), j.value("state", ""), j.value("backend", ""), entry,
-           j.value("target", ""), std::to_string(j.value("priority", 0)),
-           format_age(j.value("submitted_ms", 0LL), now),
-           finished ? millis(j.value("compile_ms", 0LL)) : "-",
-           finished ? protocol::format_size(j.value("output_size", 0ULL)) : "-",
-           std::to_string(j.value("submissions", 1)),
-           j.contains("error")
-               ? cut(j["error"].value("code", "") + ": " + j["error"].value("message", ""), 72)
-               : ""});
+    t.row(
+        {j.id, std::string(protocol::job_state_name(j.state)), j.backend, entry, j.target,
+         std::to_string(j.priority), format_age(j.submitted_ms, now),
+         finished ? millis(j.compile_ms) : "-",
+         finished ? protocol::format_size(j.output_size) : "-", std::to_string(j.submissions),
+         j.error_code != protocol::JobError::kNone
+             ? cut(std::string(protocol::job_error_name(j.error_code)) + ": " + j.error_message, 72)
+             : ""});
   }
   std::cout << t.render();
 }
@@ -84,30 +86,28 @@ int watch(Cli& cli) {
   std::string last_line;
   const bool tty = isatty(STDERR_FILENO) != 0;
   while (true) {
-    json doc;
-    if (int rc = call_json(cli, HttpMethod::kGet, "/v1/jobs?limit=100000", doc); rc != kOk) {
-      return rc;
+    auto list = cli.client->jobs({100000, std::nullopt});
+    if (!list) {
+      return fail_call(list.error());
     }
     std::size_t done = 0, failed = 0, running = 0, queued = 0;
     // Autotune searches: their variant steps (compiled, benchmarked).
     std::size_t steps_done = 0, steps_total = 0;
-    for (const json& j : doc["jobs"]) {
-      const std::string state = j.value("state", "");
-      const bool active = state == "queued" || state == "running";
-      const std::string id = j.value("id", "");
-      if (active || j.value("submitted_ms", 0LL) >= since) {
-        tracked.insert(id);
+    for (const protocol::JobView& j : list->jobs) {
+      const bool active = !j.finished();
+      if (active || j.submitted_ms >= since) {
+        tracked.insert(j.id);
       }
-      if (!tracked.contains(id)) {
+      if (!tracked.contains(j.id)) {
         continue;
       }
-      queued += state == "queued";
-      running += state == "running";
+      queued += j.state == JobState::kQueued;
+      running += j.state == JobState::kRunning;
       done += !active;
-      failed += state == "failed" || state == "cancelled";
-      if (j.contains("progress")) {
-        steps_done += j["progress"].value("done", std::size_t{0});
-        steps_total += j["progress"].value("total", std::size_t{0});
+      failed += j.state == JobState::kFailed || j.state == JobState::kCancelled;
+      if (j.kind == protocol::JobKind::kAutotune) {
+        steps_done += j.progress_done;
+        steps_total += j.progress_total;
       }
     }
     const std::size_t total = tracked.size();
@@ -242,24 +242,29 @@ int cmd_jobs(Cli& cli) {
   if (!cli.args.empty()) {
     return usage_error("jobs takes no arguments but 'watch'");
   }
-  std::string target = "/v1/jobs?limit=" + url_encode(cli.option("limit", "50"));
-  if (const std::string state = cli.option("state"); !state.empty()) {
-    target += "&state=" + url_encode(state);
-  }
-  json doc;
-  if (int rc = call_json(cli, HttpMethod::kGet, target, doc); rc != kOk) {
+  client::JobsQuery query;
+  if (int rc = parse_count(cli, "limit", 50, query.limit); rc != kOk) {
     return rc;
   }
+  if (const std::string state = cli.option("state"); !state.empty()) {
+    auto parsed = protocol::parse_job_state(state);
+    if (!parsed) {
+      return usage_error(parsed.error());
+    }
+    query.state = *parsed;
+  }
+  auto list = cli.client->jobs(query);
+  if (!list) {
+    return fail_call(list.error());
+  }
   if (cli.json_output) {
-    std::cout << protocol::json_text(doc, 2) << "\n";
+    std::cout << protocol::json_text(protocol::to_json(*list), 2) << "\n";
     return kOk;
   }
-  print_jobs_table(doc["jobs"]);
-  const json& c = doc["counts"];
-  std::printf("%zu running, %zu queued (capacity %zu), %zu finished kept; %zu workers\n",
-              c.value("running", std::size_t{0}), c.value("queued", std::size_t{0}),
-              c.value("queue_capacity", std::size_t{0}), c.value("finished", std::size_t{0}),
-              c.value("workers", std::size_t{0}));
+  print_jobs_table(list->jobs);
+  const protocol::JobList::Counts& c = list->counts;
+  std::printf("%zu running, %zu queued (capacity %zu), %zu finished kept; %zu workers\n", c.running,
+              c.queued, c.queue_capacity, c.finished, c.workers);
   return kOk;
 }
 
@@ -289,17 +294,17 @@ int cmd_cancel(Cli& cli) {
   if (cli.args.size() != 1) {
     return usage_error("cancel needs one JOB_ID");
   }
-  json doc;
-  if (int rc = call_json(cli, HttpMethod::kDelete, "/v1/jobs/" + url_encode(cli.args[0]), doc);
-      rc != kOk) {
-    return rc;
+  auto job = cli.client->cancel(cli.args[0]);
+  if (!job) {
+    return fail_call(job.error());
   }
   if (cli.json_output) {
-    std::cout << protocol::json_text(doc, 2) << "\n";
+    std::cout << protocol::json_text(parse_json_or_discarded(job->json), 2) << "\n";
   } else {
-    std::printf("%s: %s\n", doc.value("id", "").c_str(),
-                doc.value("state", "") == "running" ? "cancelling"
-                                                    : doc.value("state", "").c_str());
+    std::printf("%s: %s\n", job->id.c_str(),
+                job->state == JobState::kRunning
+                    ? "cancelling"
+                    : std::string(protocol::job_state_name(job->state)).c_str());
   }
   return kOk;
 }

@@ -8,6 +8,7 @@
 #include <kcache/cachekey/hash_details.h>
 #include <kcache/cachekey/key_manifest.h>
 #include <kcache/client/client.h>
+#include <kcache/protocol/admin.h>
 #include <kcache/protocol/json_text.h>
 #include <kcache/protocol/units.h>
 
@@ -72,46 +73,50 @@ exit codes:
 )";
 
 int cmd_stats(Cli& cli) {
-  json doc;
-  if (int rc = call_json(cli, HttpMethod::kGet, "/v1/stats", doc); rc != kOk) {
-    return rc;
+  auto stats = cli.client->stats();
+  if (!stats) {
+    return fail_call(stats.error());
   }
   if (cli.json_output) {
-    std::cout << kcache::protocol::json_text(doc, 2) << "\n";
+    std::cout << kcache::protocol::json_text(kcache::protocol::to_json(*stats), 2) << "\n";
     return kOk;
   }
   std::printf("uptime %.0f s; lookups: %llu hits, %llu misses, %llu tier errors\n\n",
-              doc.value("uptime_s", 0.0), doc.value("hits", 0ULL), doc.value("misses", 0ULL),
-              doc.value("errors", 0ULL));
+              stats->uptime_s, static_cast<unsigned long long>(stats->hits),
+              static_cast<unsigned long long>(stats->misses),
+              static_cast<unsigned long long>(stats->errors));
   Table t;
   t.column("TIER");
   for (const char* h :
        {"HITS", "MISSES", "ERRORS", "CORRUPT", "EVICTIONS", "PUTS", "READ", "WRITTEN"}) {
     t.column(h, Table::Align::kRight);
   }
-  for (const json& tier : doc["tiers"]) {
-    auto n = [&](const char* k) { return std::to_string(tier.value(k, 0ULL)); };
-    t.row({tier.value("name", "?"), n("hits"), n("misses"), n("errors"), n("corrupt"),
-           n("evictions"), n("puts"), kcache::protocol::format_size(tier.value("bytes_read", 0ULL)),
-           kcache::protocol::format_size(tier.value("bytes_written", 0ULL))});
+  for (const kcache::protocol::TierStats& tier : stats->tiers) {
+    t.row({tier.name, std::to_string(tier.hits), std::to_string(tier.misses),
+           std::to_string(tier.errors), std::to_string(tier.corrupt),
+           std::to_string(tier.evictions), std::to_string(tier.puts),
+           kcache::protocol::format_size(tier.bytes_read),
+           kcache::protocol::format_size(tier.bytes_written)});
   }
   std::cout << t.render();
   return kOk;
 }
 
 int cmd_ls(Cli& cli) {
-  std::string sort = cli.option("sort", "last-access");
-  std::replace(sort.begin(), sort.end(), '-', '_');
-  const std::string target = "/v1/entries?area=" + url_encode(cli.option("area", "ac")) +
-                             "&prefix=" + url_encode(cli.option("prefix")) +
-                             "&sort=" + url_encode(sort) +
-                             "&limit=" + url_encode(cli.option("limit", "50"));
-  json doc;
-  if (int rc = call_json(cli, HttpMethod::kGet, target, doc); rc != kOk) {
+  kcache::client::ListQuery query;
+  query.area = cli.option("area", "ac");
+  query.prefix = cli.option("prefix");
+  query.sort = cli.option("sort", "last-access");
+  std::replace(query.sort.begin(), query.sort.end(), '-', '_');
+  if (int rc = parse_count(cli, "limit", 50, query.limit); rc != kOk) {
     return rc;
   }
+  auto list = cli.client->list(query);
+  if (!list) {
+    return fail_call(list.error());
+  }
   if (cli.json_output) {
-    std::cout << kcache::protocol::json_text(doc, 2) << "\n";
+    std::cout << kcache::protocol::json_text(kcache::protocol::to_json(*list), 2) << "\n";
     return kOk;
   }
   Table t;
@@ -122,80 +127,83 @@ int cmd_ls(Cli& cli) {
   t.column("LAST ACCESS", Table::Align::kRight);
   t.column("CREATED", Table::Align::kRight);
   const std::int64_t now = unix_now_ms();
-  for (const json& e : doc["entries"]) {
-    t.row({e.value("area", ""), e.value("key", ""),
-           kcache::protocol::format_size(e.value("size", 0ULL)),
-           std::to_string(e.value("hits", 0ULL)),
-           kcache::cli::format_age(e.value("last_access_ms", 0LL), now),
-           kcache::cli::format_age(e.value("created_ms", 0LL), now)});
+  for (const kcache::client::EntrySummary& e : list->entries) {
+    t.row({e.area, e.key, kcache::protocol::format_size(e.size), std::to_string(e.hits),
+           kcache::cli::format_age(e.last_access_ms, now),
+           kcache::cli::format_age(e.created_ms, now)});
   }
-  std::cout << t.render() << doc["entries"].size() << " of " << doc.value("total", 0ULL)
-            << " entries\n";
+  std::cout << t.render() << list->entries.size() << " of " << list->total << " entries\n";
   return kOk;
+}
+
+void print_manifest(const json& m) {
+  std::cout << "\nkey manifest (schema " << m.value("schema_version", 0) << ")\n"
+            << "  namespace  " << m.value("namespace", "") << "\n"
+            << "  graph      " << m.value("graph_digest", "") << " ("
+            << m.value("graph_nodes", json::array()).size() << " nodes)\n"
+            << "  hardware   " << m.value("hardware_class", "") << "\n";
+  for (const auto& [k, v] : m.value("toolchain", json::object()).items()) {
+    std::cout << "  toolchain  " << k << " " << v.get<std::string>() << "\n";
+  }
+  for (const json& g : m.value("guards", json::array())) {
+    std::cout << "  guard      " << g.get<std::string>() << "\n";
+  }
+  std::string options;
+  for (const json& o : m.value("options", json::array())) {
+    options += (options.empty() ? "" : " ") + o.get<std::string>();
+  }
+  std::cout << "  options    " << options << "\n";
 }
 
 int cmd_show(Cli& cli) {
   if (cli.args.size() != 1) {
     return usage_error("show needs one KEY");
   }
-  json doc;
-  if (int rc = call_json(cli, HttpMethod::kGet, "/v1/entries/" + cli.args[0], doc); rc != kOk) {
-    return rc;
+  auto entry = cli.client->entry(cli.args[0]);
+  if (!entry) {
+    return fail_call(entry.error());
+  }
+  auto doc = kcache::protocol::to_json(*entry);
+  if (!doc) {
+    std::fprintf(stderr, "kcache: %s\n", doc.error().c_str());
+    return kFailed;
   }
   if (cli.json_output) {
-    std::cout << kcache::protocol::json_text(doc, 2) << "\n";
+    std::cout << kcache::protocol::json_text(*doc, 2) << "\n";
     return kOk;
   }
   const std::int64_t now = unix_now_ms();
-  std::printf("key       %s\nproducer  %s\ncreated   %s\n", doc.value("key", "").c_str(),
-              doc.value("producer", "").c_str(),
-              kcache::cli::format_age(doc.value("created_ms", 0LL), now).c_str());
-  if (doc.contains("storage")) {
-    const json& s = doc["storage"];
+  std::printf("key       %s\nproducer  %s\ncreated   %s\n", entry->key.c_str(),
+              entry->producer.c_str(), kcache::cli::format_age(entry->created_ms, now).c_str());
+  if (entry->storage) {
+    const kcache::client::EntrySummary& s = *entry->storage;
     std::printf("record    %s, %llu hits, last access %s\n",
-                kcache::protocol::format_size(s.value("size", 0ULL)).c_str(), s.value("hits", 0ULL),
-                kcache::cli::format_age(s.value("last_access_ms", 0LL), now).c_str());
+                kcache::protocol::format_size(s.size).c_str(),
+                static_cast<unsigned long long>(s.hits),
+                kcache::cli::format_age(s.last_access_ms, now).c_str());
   }
   Table outputs;
   outputs.column("OUTPUT");
   outputs.column("SIZE", Table::Align::kRight);
   outputs.column("SHA256");
-  for (const json& o : doc["outputs"]) {
-    outputs.row({o.value("name", ""), kcache::protocol::format_size(o.value("size", 0ULL)),
-                 o.value("digest", "")});
+  for (const kcache::protocol::EntryOutput& o : entry->outputs) {
+    outputs.row({o.name, kcache::protocol::format_size(o.size), o.digest});
   }
   std::cout << "\n" << outputs.render();
-  if (!doc["metadata"].empty()) {
+  if (!entry->metadata.empty()) {
     std::cout << "\nmetadata\n";
-    for (const auto& [k, v] : doc["metadata"].items()) {
+    for (const auto& [k, v] : entry->metadata) {
       if (k == "autotune_table") {
         continue; // printed as a table below
       }
-      std::cout << "  " << k << " = "
-                << (v.is_string() ? v.get<std::string>() : kcache::protocol::json_text(v)) << "\n";
+      std::cout << "  " << k << " = " << v << "\n";
     }
-    if (const auto table = doc["metadata"].find("autotune_table"); table != doc["metadata"].end()) {
-      print_tuning_table(parse_json_or_discarded(table->get<std::string>()));
+    if (const auto table = entry->metadata.find("autotune_table"); table != entry->metadata.end()) {
+      print_tuning_table(parse_json_or_discarded(table->second));
     }
   }
-  if (doc.contains("manifest")) {
-    const json& m = doc["manifest"];
-    std::cout << "\nkey manifest (schema " << m.value("schema_version", 0) << ")\n"
-              << "  namespace  " << m.value("namespace", "") << "\n"
-              << "  graph      " << m.value("graph_digest", "") << " ("
-              << m.value("graph_nodes", json::array()).size() << " nodes)\n"
-              << "  hardware   " << m.value("hardware_class", "") << "\n";
-    for (const auto& [k, v] : m.value("toolchain", json::object()).items()) {
-      std::cout << "  toolchain  " << k << " " << v.get<std::string>() << "\n";
-    }
-    for (const json& g : m.value("guards", json::array())) {
-      std::cout << "  guard      " << g.get<std::string>() << "\n";
-    }
-    std::string options;
-    for (const json& o : m.value("options", json::array())) {
-      options += (options.empty() ? "" : " ") + o.get<std::string>();
-    }
-    std::cout << "  options    " << options << "\n";
+  if (!entry->manifest_json.empty()) {
+    print_manifest(parse_json_or_discarded(entry->manifest_json));
   }
   return kOk;
 }
@@ -278,31 +286,28 @@ int cmd_rm(Cli& cli) {
   if (cli.args.size() != 1) {
     return usage_error("rm needs one KEY");
   }
-  json doc;
-  const std::string area = cli.flags.count("cas") ? "/v1/cas/" : "/v1/ac/";
-  if (int rc = call_json(cli, HttpMethod::kDelete, area + cli.args[0], doc); rc != kOk) {
-    return rc;
+  const std::string& key = cli.args[0];
+  auto removed = cli.flags.count("cas") ? cli.client->remove_blob(key) : cli.client->remove(key);
+  if (!removed) {
+    return fail_call(removed.error());
   }
   if (cli.json_output) {
-    std::cout << kcache::protocol::json_text(doc) << "\n";
+    std::cout << kcache::protocol::json_text(json{{"deleted", key}}) << "\n";
   } else {
-    std::printf("deleted %s\n", cli.args[0].c_str());
+    std::printf("deleted %s\n", key.c_str());
   }
   return kOk;
 }
 
 // Inductor's hash details ("[hash] field: value" lines), kept by kcache.torch
 // in the entry's metadata; empty if the entry has none.
-std::vector<std::string> stored_hash_details(const json& entry) {
+std::vector<std::string> stored_hash_details(const kcache::client::Entry& entry) {
   std::vector<std::string> lines;
-  if (!entry.contains("metadata") || !entry["metadata"].is_object()) {
+  const auto details = entry.metadata.find("hash_details");
+  if (details == entry.metadata.end()) {
     return lines;
   }
-  const json& meta = entry["metadata"];
-  if (!meta.contains("hash_details") || !meta["hash_details"].is_string()) {
-    return lines;
-  }
-  const json parsed = parse_json_or_discarded(meta["hash_details"].get<std::string>());
+  const json parsed = parse_json_or_discarded(details->second);
   if (parsed.is_array()) {
     for (const json& line : parsed) {
       if (line.is_string()) {
@@ -331,18 +336,18 @@ int cmd_explain(Cli& cli) {
   if (cli.args.size() != 2) {
     return usage_error("explain needs KEY_A and KEY_B");
   }
-  std::vector<json> entries;
+  std::vector<kcache::client::Entry> entries;
   for (const std::string& key : cli.args) {
-    json doc;
-    if (int rc = call_json(cli, HttpMethod::kGet, "/v1/entries/" + key, doc); rc != kOk) {
-      return rc;
+    auto entry = cli.client->entry(key);
+    if (!entry) {
+      return fail_call(entry.error());
     }
-    entries.push_back(std::move(doc));
+    entries.push_back(std::move(*entry));
   }
-  if (entries[0].contains("manifest") && entries[1].contains("manifest")) {
+  if (!entries[0].manifest_json.empty() && !entries[1].manifest_json.empty()) {
     std::vector<kcache::cachekey::KeyManifest> manifests;
     for (std::size_t i = 0; i < 2; ++i) {
-      auto manifest = kcache::cachekey::manifest_from_json(entries[i]["manifest"].dump());
+      auto manifest = kcache::cachekey::manifest_from_json(entries[i].manifest_json);
       if (!manifest) {
         std::fprintf(stderr, "kcache: %s: %s\n", cli.args[i].c_str(),
                      manifest.error().message.c_str());
@@ -371,28 +376,25 @@ int cmd_explain(Cli& cli) {
 }
 
 int cmd_verify(Cli& cli) {
-  const std::string repair = cli.flags.count("repair") ? "1" : "0";
   // Work in slices (16 CAS prefixes, then the action cache) to show progress.
-  std::vector<std::pair<std::string, std::string>> slices;
+  std::vector<kcache::client::VerifyQuery> slices;
   for (const char c : std::string("0123456789abcdef")) {
-    slices.emplace_back("cas", std::string(1, c));
+    slices.push_back({"cas", std::string(1, c), false});
   }
-  slices.emplace_back("ac", "");
+  slices.push_back({"ac", "", false});
   std::map<std::string, std::size_t> checked, repaired;
   json problems = json::array();
   for (std::size_t i = 0; i < slices.size(); ++i) {
-    json doc;
-    const auto& [area, prefix] = slices[i];
-    std::string target = "/v1/admin/verify?area=";
-    target.append(area).append("&prefix=").append(prefix).append("&repair=").append(repair);
-    if (int rc = call_json(cli, HttpMethod::kPost, target, doc); rc != kOk) {
-      return rc;
+    kcache::client::VerifyQuery& slice = slices[i];
+    slice.repair = cli.flags.count("repair") != 0;
+    auto report = cli.client->verify(slice);
+    if (!report) {
+      return fail_call(report.error());
     }
-    checked[area] += doc.value("checked", 0ULL);
-    repaired[area] += doc.value("repaired", 0ULL);
-    for (json& p : doc["problems"]) {
-      p["area"] = area;
-      problems.push_back(p);
+    checked[slice.area] += report->checked;
+    repaired[slice.area] += report->repaired;
+    for (const kcache::protocol::VerifyProblem& p : report->problems) {
+      problems.push_back({{"key", p.key}, {"problem", p.problem}, {"area", slice.area}});
     }
     if (!cli.json_output) {
       progress("verifying", i + 1, slices.size());
@@ -429,19 +431,18 @@ int cmd_gc(Cli& cli) {
   if (!size) {
     return usage_error(size.error());
   }
-  json doc;
-  if (int rc =
-          call_json(cli, HttpMethod::kPost, "/v1/admin/gc?max_size=" + std::to_string(*size), doc);
-      rc != kOk) {
-    return rc;
+  auto report = cli.client->gc({*size});
+  if (!report) {
+    return fail_call(report.error());
   }
   if (cli.json_output) {
-    std::cout << kcache::protocol::json_text(doc, 2) << "\n";
+    std::cout << kcache::protocol::json_text(kcache::protocol::to_json(*report), 2) << "\n";
   } else {
-    std::printf("removed %llu entries (%s); %s -> %s\n", doc.value("removed_entries", 0ULL),
-                kcache::protocol::format_size(doc.value("removed_bytes", 0ULL)).c_str(),
-                kcache::protocol::format_size(doc.value("before_bytes", 0ULL)).c_str(),
-                kcache::protocol::format_size(doc.value("after_bytes", 0ULL)).c_str());
+    std::printf("removed %llu entries (%s); %s -> %s\n",
+                static_cast<unsigned long long>(report->removed_entries),
+                kcache::protocol::format_size(report->removed_bytes).c_str(),
+                kcache::protocol::format_size(report->before_bytes).c_str(),
+                kcache::protocol::format_size(report->after_bytes).c_str());
   }
   return kOk;
 }

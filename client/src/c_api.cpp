@@ -3,6 +3,7 @@
 #include <kcache/client/client.h>
 #include <kcache/client/pack_headers.h>
 #include <kcache/kcache.h>
+#include <kcache/protocol/admin.h>
 #include <kcache/protocol/json_text.h>
 
 #include <nlohmann/json.hpp>
@@ -235,14 +236,14 @@ kcache_status kcache_stats(kcache_client* client, kcache_buffer* json) {
   }
   *json = kcache_buffer{nullptr, 0};
   return guarded([&] {
-    auto res = client->impl->request(kcache::client::HttpMethod::kGet, "/v1/stats");
-    if (!res) {
-      return to_status(res.error());
+    auto stats = client->impl->stats();
+    if (!stats) {
+      return to_status(stats.error());
     }
-    if (res->status != 200) {
-      return fail(res->status >= 500 ? KCACHE_ERR_SERVER : KCACHE_ERR_REJECTED, res->body);
-    }
-    return fill(json, res->body) ? KCACHE_OK : fail(KCACHE_ERR_PROTOCOL, "out of memory");
+    // The daemon's JSON again: the typed value renders through the same to_json.
+    return fill(json, kcache::protocol::json_text(kcache::protocol::to_json(*stats)))
+               ? KCACHE_OK
+               : fail(KCACHE_ERR_PROTOCOL, "out of memory");
   });
 }
 

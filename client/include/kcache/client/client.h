@@ -8,6 +8,7 @@
 // costs at most the deadline, and after a refused connection the client
 // answers Unavailable at once for a short back-off instead of retrying each call.
 
+#include <kcache/client/admin.h>
 #include <kcache/client/artifact.h>
 #include <kcache/client/http_transport.h>
 #include <kcache/client/jobs.h>
@@ -77,7 +78,20 @@ public:
   // runs its fallback; a later call hits).
   Result<CompileOutcome> get_or_compile(const CompileRequest& request);
 
-  // Raw protocol access for tools (the CLI): GET/PUT/DELETE any API path.
+  // Inspection and maintenance (admin.h): the daemon's answers as typed
+  // values, read by the code kcached renders them with. A 404 (no such
+  // entry) is an error with http_status 404.
+  Result<Stats> stats();
+  Result<EntryList> list(const ListQuery& query = {});
+  Result<Entry> entry(std::string_view key);
+  Result<VerifyReport> verify(const VerifyQuery& query);
+  Result<GcReport> gc(const GcQuery& query);
+  Result<JobList> jobs(const JobsQuery& query = {});
+  // Deletes one CAS blob by digest (remove() deletes an action record).
+  Result<void> remove_blob(std::string_view digest);
+
+  // Raw protocol access for tools: GET/PUT/DELETE any API path (the CLI
+  // needs none: every command has a typed call above).
   Result<HttpResponse> request(HttpMethod method, std::string_view target, std::string body = {},
                                std::string_view content_type = {});
 
