@@ -194,6 +194,7 @@ tl::expected<ServiceConfig, std::string> load_config_file(const std::string& pat
         return tl::unexpected(v.error());
       }
       c.jobs.memory_bytes = *v;
+      c.jobs.memory_configured = true;
     }
     // Submission bounds (issue 13).
     if (const toml::node* n = jobs->get("max_spec_bytes")) {
@@ -261,7 +262,8 @@ usage: kcached [--config FILE] [options]
   --queue-capacity N     queued jobs before submissions are answered "busy" (default 1024)
   --negative-ttl-s N     how long a failed compile is remembered (default 60)
   --compile-timeout-s N  wall-clock limit of one compile (default 300)
-  --worker-memory SIZE   address-space limit of one worker (default 8GiB; 0: none)
+  --worker-memory SIZE   address-space limit of one worker (default 8GiB, or the host's memory
+                         / workers where that is less; 0: none)
   --tuning-class NAME    the hardware this node benchmarks autotune variants on (default: detected)
   --max-spec-bytes SIZE  largest spec (source + headers) a submission may carry (default 16MiB)
   --max-jobs-per-submitter N  queued or running jobs per token, or per client without tokens
@@ -327,6 +329,9 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
       if (flag == "--disk-capacity" || flag == "--memory-capacity") {
         tier_flag = flag;
       }
+      if (flag == "--worker-memory") {
+        c.jobs.memory_configured = true;
+      }
       (flag == "--disk-capacity"     ? c.disk_capacity
        : flag == "--memory-capacity" ? c.memory_capacity
        : flag == "--worker-memory"   ? c.jobs.memory_bytes
@@ -385,7 +390,9 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
   if (store_flags && !tier_flag.empty()) {
     return fail("--store replaces " + std::string(tier_flag) + "; give one or the other");
   }
-  if (auto ok = check_worker_memory(c.jobs, host_memory_bytes()); !ok) {
+  const std::uint64_t host_memory = host_memory_bytes();
+  fit_default_worker_memory(c.jobs, host_memory);
+  if (auto ok = check_worker_memory(c.jobs, host_memory); !ok) {
     return tl::unexpected(ok.error());
   }
   return c;
@@ -409,6 +416,13 @@ std::uint64_t host_memory_bytes() {
     }
   }
   return bytes;
+}
+
+void fit_default_worker_memory(JobsConfig& jobs, std::uint64_t host_memory) {
+  if (!jobs.memory_configured && jobs.workers > 0 && host_memory > 0 &&
+      jobs.memory_bytes > host_memory / jobs.workers) {
+    jobs.memory_bytes = host_memory / jobs.workers;
+  }
 }
 
 tl::expected<void, std::string> check_worker_memory(const JobsConfig& jobs,

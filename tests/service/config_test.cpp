@@ -62,6 +62,23 @@ TEST(Config, WorkerMemoryOverTheHostIsRefusedUnlessForced) {
   EXPECT_TRUE(check_worker_memory(jobs, 64ULL << 30).has_value());
   EXPECT_GT(host_memory_bytes(), 0U);
 
+  // The default yields to a small host; a configured limit is judged.
+  JobsConfig by_default;
+  by_default.workers = 2;
+  fit_default_worker_memory(by_default, 15ULL << 30); // a "16 GB" runner
+  EXPECT_EQ(by_default.memory_bytes, 15ULL << 29);
+  EXPECT_TRUE(check_worker_memory(by_default, 15ULL << 30).has_value());
+  JobsConfig configured = by_default;
+  configured.memory_bytes = 8ULL << 30;
+  configured.memory_configured = true;
+  fit_default_worker_memory(configured, 15ULL << 30);
+  EXPECT_EQ(configured.memory_bytes, 8ULL << 30);
+  EXPECT_FALSE(check_worker_memory(configured, 15ULL << 30).has_value());
+  const char* defaults[] = {"kcached", "--workers", "1000"};
+  auto d = parse_command_line(3, defaults);
+  ASSERT_TRUE(d.has_value()) << d.error();
+  EXPECT_LE(d->jobs.memory_bytes * 1000, host_memory_bytes());
+
   const char* too_much[] = {"kcached", "--workers", "1000", "--worker-memory", "1TiB"};
   auto c = parse_command_line(5, too_much);
   ASSERT_FALSE(c.has_value());

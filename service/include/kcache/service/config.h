@@ -97,6 +97,8 @@ struct JobsConfig {
   std::chrono::milliseconds retry_backoff{1000};
   // Start even when workers x memory exceeds the host's memory.
   bool force_worker_memory = false;
+  // Whether a file or flag named `memory`: the default yields to a small host.
+  bool memory_configured = false;
 };
 
 struct ServiceConfig {
@@ -137,6 +139,10 @@ std::string find_worker_binary();
 // The memory the daemon's workers may use at most: physical memory, or the
 // cgroup's memory.max when lower; 0 when unknown.
 std::uint64_t host_memory_bytes();
+// The default worker memory (8 GiB) lowered to host_memory / workers where
+// the workers would not fit (a 16 GB CI runner, a laptop); a configured one
+// stays as it is, for check_worker_memory to judge.
+void fit_default_worker_memory(JobsConfig& jobs, std::uint64_t host_memory);
 // Refuses workers x memory limit above `host_memory` (unless forced): the
 // message names both numbers and the flag that forces it.
 tl::expected<void, std::string> check_worker_memory(const JobsConfig& jobs,
