@@ -4,6 +4,7 @@
 #include "responses.h"
 
 #include <kcache/cachekey/sha256.h>
+#include <kcache/protocol/admin.h>
 #include <kcache/protocol/json_text.h>
 #include <kcache/service/job_manager.h>
 #include <kcache/service/request_handler.h>
@@ -58,19 +59,15 @@ Response RequestHandler::list_jobs(const Request& req, const RouteArgs& args) {
     }
     state = *parsed;
   }
-  json list = json::array();
-  for (const Job& job : jobs_->list(state, parse_limit(args.query.get("limit"), 100))) {
-    list.push_back(job_json(job, /*with_spec=*/false));
+  // Rendered by protocol/admin.h, which clients read it with (a listing
+  // shows no spec, so the service's own members of Job do not appear).
+  protocol::JobList list;
+  for (Job& job : jobs_->list(state, parse_limit(args.query.get("limit"), 100))) {
+    list.jobs.push_back(std::move(job));
   }
   const JobCounts c = jobs_->counts();
-  return json_response(req, http::status::ok,
-                       json{{"jobs", std::move(list)},
-                            {"counts",
-                             {{"queued", c.queued},
-                              {"running", c.running},
-                              {"finished", c.finished},
-                              {"workers", c.workers},
-                              {"queue_capacity", c.queue_capacity}}}});
+  list.counts = {c.queued, c.running, c.finished, c.workers, c.queue_capacity};
+  return json_response(req, http::status::ok, protocol::to_json(list));
 }
 
 Response RequestHandler::show_job(const Request& req, const RouteArgs& args) {
