@@ -265,7 +265,8 @@ TEST(Jobs, ResourceLimitFailuresAreNotNegativelyCached) {
 // "Memory allocation failure" on stderr, a plain compile error in the reply.
 TEST(Jobs, AnAllocationFailureIsAResourceLimitNotASourceError) {
   KcachedProcess kcached({"--worker-binary", testing::built_binary("crashing_worker"),
-                          "--worker-memory", "8GiB", "--negative-ttl-s", "60"});
+                          "--worker-memory", "8GiB", "--force-worker-memory", "--negative-ttl-s",
+                          "60"});
   auto c = connect(kcached.url());
   CompileRequest request;
   request.key = "kc1-ptxas-oom";
