@@ -4,6 +4,7 @@
 // bound, and a well-behaved client's latency measured in the same run.
 
 #include "kcached_process.h"
+#include "process_memory.h"
 
 #include <kcache/client/client.h>
 
@@ -31,17 +32,8 @@ using testing::KcachedProcess;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using testing::kSanitized;
+using testing::rss_mb;
 
 // ASan's shadow and quarantine hold freed memory: RSS bounds are looser there.
 constexpr double kRssSlackMb = kSanitized ? 400.0 : 100.0;
@@ -49,17 +41,6 @@ constexpr double kRssSlackMb = kSanitized ? 400.0 : 100.0;
 constexpr const char* kReadToken = "reader-token";
 constexpr const char* kWriteToken = "writer-token";
 const std::string kDigest(64, 'a');
-
-double rss_mb(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) {
-      return std::stod(line.substr(6)) / 1024.0;
-    }
-  }
-  return -1;
-}
 
 // A config file with a reader and a writer token, in `dir`.
 std::string token_config(const testing::TempDir& dir) {

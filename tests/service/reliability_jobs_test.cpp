@@ -5,6 +5,7 @@
 // negatively cached). Label `reliability`; each figure is printed.
 
 #include "kcached_process.h"
+#include "process_memory.h"
 
 #include <kcache/client/client.h>
 
@@ -27,31 +28,11 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using testing::kSanitized;
+using testing::rss_mb;
 
 // ASan's quarantine holds freed memory (256 MB by default): looser there.
 constexpr double kRssSlackMb = kSanitized ? 400.0 : 100.0;
-
-double rss_mb(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) {
-      return std::stod(line.substr(6)) / 1024.0;
-    }
-  }
-  return -1;
-}
 
 // A release worker where scripts/test names one (a sanitized one cannot run
 // under an address-space limit).
