@@ -82,8 +82,12 @@ Result<std::unique_ptr<RedisStore::Connection>> RedisStore::checkout() {
   }
   redisSetTimeout(conn->ctx.get(), to_timeval(options_.op_timeout));
   redisEnableKeepAlive(conn->ctx.get());
+  // AUTH first on every new connection (a reconnect after a Redis restart
+  // included), then SELECT, which an unauthenticated connection may not run.
   std::vector<Command> setup;
-  if (!options_.password.empty()) {
+  if (!options_.user.empty()) {
+    setup.push_back({"AUTH", options_.user, options_.password});
+  } else if (!options_.password.empty()) {
     setup.push_back({"AUTH", options_.password});
   }
   if (options_.db != 0) {
@@ -102,11 +106,29 @@ Result<std::unique_ptr<RedisStore::Connection>> RedisStore::checkout() {
       return tl::unexpected(context_error(conn->ctx.get(), cmd[0]));
     }
     if (r->type == REDIS_REPLY_ERROR) {
-      return tl::unexpected(StoreError{StoreError::Code::kUnavailable,
-                                       "redis " + cmd[0] + ": " + std::string(r->str, r->len)});
+      // Only the command's name and Redis' answer: argv holds the password.
+      const std::string why = std::string(r->str, r->len);
+      if (cmd[0] == "AUTH") {
+        note_auth(true, why);
+      }
+      return tl::unexpected(
+          StoreError{StoreError::Code::kUnavailable, "redis " + cmd[0] + ": " + why});
     }
   }
   return conn;
+}
+
+void RedisStore::note_auth(bool failed, std::string_view why) {
+  if (auth_failing_.exchange(failed) == failed) {
+    return;
+  }
+  if (failed) {
+    spdlog::error("redis tier {}: not authenticated ({}); it answers errors (misses) until the "
+                  "URL's user:password is one the server accepts",
+                  redacted_url(options_), why);
+  } else {
+    spdlog::info("redis tier {}: authenticated", redacted_url(options_));
+  }
 }
 
 Result<std::vector<std::unique_ptr<RedisStore::Reply>>>
@@ -148,14 +170,25 @@ RedisStore::run(const std::vector<Command>& pipeline) {
     }
     replies.push_back(std::make_unique<Reply>(raw));
   }
-  breaker_.record_success();
   pool_.give_back(std::move(*conn));
   for (std::size_t i = 0; i < replies.size(); ++i) {
-    if ((*replies[i])->type == REDIS_REPLY_ERROR) {
-      return tl::unexpected(StoreError{StoreError::Code::kIo,
-                                       "redis " + pipeline[i][0] + ": " +
-                                           std::string((*replies[i])->str, (*replies[i])->len)});
+    if ((*replies[i])->type != REDIS_REPLY_ERROR) {
+      continue;
     }
+    const std::string why((*replies[i])->str, (*replies[i])->len);
+    const std::string message = "redis " + pipeline[i][0] + ": " + why;
+    // A server that wants a password we did not send fails every request
+    // alike: an outage, not one bad reply.
+    if (why.starts_with("NOAUTH")) {
+      note_auth(true, why);
+      return fail(StoreError{StoreError::Code::kUnavailable, message});
+    }
+    breaker_.record_success();
+    return tl::unexpected(StoreError{StoreError::Code::kIo, message});
+  }
+  breaker_.record_success();
+  if (auth_failing_.load(std::memory_order_relaxed)) {
+    note_auth(false, "");
   }
   return replies;
 }

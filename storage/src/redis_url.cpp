@@ -3,17 +3,67 @@
 
 #include <algorithm>
 #include <charconv>
+#include <optional>
 
 namespace kcache::storage {
 namespace {
 
-// [user:]password@host:port -> o.password, o.host, o.port.
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (c >= 'a' && c <= 'f') {
+    return c - 'a' + 10;
+  }
+  if (c >= 'A' && c <= 'F') {
+    return c - 'A' + 10;
+  }
+  return -1;
+}
+
+// RFC 3986 userinfo decoding: only %XX ('+' stays '+', unlike a query), and a
+// malformed escape is refused rather than guessed at.
+std::optional<std::string> decode_userinfo(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    const int hi = i + 2 < text.size() ? hex_value(text[i + 1]) : -1;
+    const int lo = hi >= 0 ? hex_value(text[i + 2]) : -1;
+    if (lo < 0) {
+      return std::nullopt;
+    }
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
+}
+
+// [user:]password@host:port -> o.user, o.password, o.host, o.port. Error
+// messages name the part that is wrong, never its value (it may be a secret).
 Result<void> parse_authority(const StoreUrl& url, RedisOptions& o) {
   std::string_view authority = url.authority();
+  // The last '@': a password written with a bare '@' still parses.
   if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
     const std::string_view credentials = authority.substr(0, at);
     const auto colon = credentials.find(':');
-    o.password = credentials.substr(colon == std::string_view::npos ? 0 : colon + 1);
+    // "secret@host" (no colon) is a password alone, as it always was here.
+    const std::string_view user =
+        colon == std::string_view::npos ? std::string_view() : credentials.substr(0, colon);
+    auto decoded_user = decode_userinfo(user);
+    auto decoded_password =
+        decode_userinfo(credentials.substr(colon == std::string_view::npos ? 0 : colon + 1));
+    if (!decoded_user) {
+      return url.invalid("bad percent-escape in the user name");
+    }
+    if (!decoded_password) {
+      return url.invalid("bad percent-escape in the password");
+    }
+    o.user = std::move(*decoded_user);
+    o.password = std::move(*decoded_password);
     authority = authority.substr(at + 1);
   }
   if (const auto colon = authority.rfind(':'); colon != std::string_view::npos) {
@@ -37,6 +87,10 @@ Result<RedisOptions> parse_redis_url(const StoreUrl& url) {
                                 "breaker_failures", "breaker_open_ms"});
       !ok) {
     return tl::unexpected(ok.error());
+  }
+  if (url.path().find('@') != std::string::npos) {
+    // "redis://:pa/ss@host": the password's '/' ended the authority.
+    return url.invalid("a '/' in the user or password must be written %2F");
   }
   RedisOptions o;
   if (auto ok = parse_authority(url, o); !ok) {
@@ -68,6 +122,15 @@ Result<RedisOptions> parse_redis_url(const StoreUrl& url) {
   o.breaker.failure_threshold = static_cast<int>(std::max<std::int64_t>(1, *failures));
   o.breaker.open_for = std::chrono::milliseconds(*open_ms);
   return o;
+}
+
+std::string redacted_url(const RedisOptions& o) {
+  std::string out = "redis://";
+  if (!o.user.empty() || !o.password.empty()) {
+    out += o.user + ":***@";
+  }
+  out += o.host + ":" + std::to_string(o.port) + "/" + std::to_string(o.db);
+  return out;
 }
 
 } // namespace kcache::storage

@@ -11,6 +11,13 @@ tl::unexpected<StoreError> invalid_argument(std::string message) {
   return tl::unexpected(StoreError{StoreError::Code::kInvalidArgument, std::move(message)});
 }
 
+// What comes before an '@' may be a password (an unescaped '?' in it puts
+// it in the query): errors show "***" instead.
+std::string without_userinfo(std::string_view text) {
+  const auto at = text.rfind('@');
+  return at == std::string_view::npos ? std::string(text) : "***" + std::string(text.substr(at));
+}
+
 } // namespace
 
 Result<std::uint64_t> parse_size(std::string_view text) {
@@ -25,7 +32,7 @@ Result<StoreUrl> StoreUrl::parse(std::string_view text) {
   StoreUrl url;
   const auto sep = text.find("://");
   if (sep == std::string_view::npos) {
-    return invalid_argument("store URL '" + std::string(text) +
+    return invalid_argument("store URL '" + without_userinfo(text) +
                             "' has no scheme (expected scheme://...)");
   }
   url.scheme_ = text.substr(0, sep);
@@ -38,7 +45,7 @@ Result<StoreUrl> StoreUrl::parse(std::string_view text) {
       const std::string_view pair = query.substr(0, amp);
       const auto eq = pair.find('=');
       if (eq == std::string_view::npos) {
-        return url.invalid("parameter '" + std::string(pair) + "' has no value");
+        return url.invalid("parameter '" + without_userinfo(pair) + "' has no value");
       }
       const std::string_view name = pair.substr(0, eq);
       if (!url.query_.emplace(std::string(name), std::string(pair.substr(eq + 1))).second) {

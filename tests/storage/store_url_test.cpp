@@ -104,6 +104,31 @@ TEST(StoreUrl, RedisParser) {
   EXPECT_FALSE(defaults->ttl.has_value());
 }
 
+TEST(StoreUrl, RedisCredentialsArePercentDecodedAndNeverShown) {
+  auto acl = parse_redis_url(url("redis://ci%2Dbot:p%40ss%3Aw+rd%25@redis.internal:6380/1"));
+  ASSERT_TRUE(acl.has_value()) << acl.error().message;
+  EXPECT_EQ(acl->user, "ci-bot");
+  EXPECT_EQ(acl->password, "p@ss:w+rd%"); // '+' is itself in userinfo
+  EXPECT_EQ(redacted_url(*acl), "redis://ci-bot:***@redis.internal:6380/1");
+  auto password_only = parse_redis_url(url("redis://:s3cret@10.0.0.5"));
+  ASSERT_TRUE(password_only.has_value());
+  EXPECT_EQ(password_only->user, "");
+  EXPECT_EQ(password_only->password, "s3cret");
+  EXPECT_EQ(redacted_url(*password_only), "redis://:***@10.0.0.5:6379/0");
+  EXPECT_EQ(parse_redis_url(url("redis://s3cret@10.0.0.5"))->password, "s3cret");
+  EXPECT_EQ(redacted_url(*parse_redis_url(url("redis://10.0.0.5"))), "redis://10.0.0.5:6379/0");
+  // A bare '@' in the password: the last '@' ends the credentials.
+  EXPECT_EQ(parse_redis_url(url("redis://:a@b@host"))->password, "a@b");
+  for (const char* bad : {"redis://:s3cr%zzet@host", "redis://:s3cret%2@host",
+                          "redis://:s3c/ret@host", "s3cret@host:6379", "redis://:s3?cret@host"}) {
+    auto parsed = StoreUrl::parse(bad);
+    const std::string message =
+        parsed ? parse_redis_url(*parsed).error().message : parsed.error().message;
+    EXPECT_EQ(message.find("s3c"), std::string::npos) << message;
+    EXPECT_EQ(message.find("ret"), std::string::npos) << message;
+  }
+}
+
 TEST(StoreFactory, TheTieredStackCountsEveryTierAndTheWhole) {
   TempDir dir;
   const std::vector<std::string> urls = {"memory://?capacity=1MiB",

@@ -9,6 +9,7 @@
 #include <kcache/protocol/connection_pool.h>
 #include <kcache/storage/store.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -21,7 +22,8 @@ struct RedisOptions {
   std::string host = "127.0.0.1";
   int port = 6379;
   std::string ns = "kcache";
-  std::string password;
+  std::string user;     // an ACL user (Redis 6+); empty: the default user
+  std::string password; // sent with AUTH after every connect; never logged
   int db = 0;
   std::chrono::milliseconds connect_timeout{200};
   std::chrono::milliseconds op_timeout{500};
@@ -31,9 +33,14 @@ struct RedisOptions {
 };
 
 class StoreUrl;
-// redis://[:password@]host[:port][/db]?namespace=kcache&connect_timeout_ms=200
+// redis://[[user]:password@]host[:port][/db]?namespace=kcache&connect_timeout_ms=200
 //        &timeout_ms=500&ttl_s=604800&breaker_failures=3&breaker_open_ms=2000
+// user and password are percent-decoded (%40 for '@', %3A for ':'); a
+// password alone is ":password@" (or "password@").
 Result<RedisOptions> parse_redis_url(const StoreUrl& url);
+
+// redis://user:***@host:port/db: what logs and errors may show of the URL.
+std::string redacted_url(const RedisOptions& options);
 
 class RedisStore final : public Store {
 public:
@@ -60,8 +67,11 @@ private:
   Result<std::vector<std::unique_ptr<Reply>>> run(const std::vector<Command>& pipeline);
   Result<std::unique_ptr<Reply>> run_one(Command command);
   Result<std::unique_ptr<Connection>> checkout();
+  // Logs a refused AUTH or a missing one once per outage (not per request).
+  void note_auth(bool failed, std::string_view why);
 
   const RedisOptions options_;
+  std::atomic<bool> auth_failing_{false};
   protocol::CircuitBreaker breaker_;
   protocol::ConnectionPool<Connection> pool_;
 };
