@@ -33,7 +33,32 @@ Result<std::unique_ptr<Client>> Client::create(ClientOptions options) {
   if (!endpoint) {
     return tl::unexpected(endpoint.error());
   }
-  return std::make_unique<Client>(PrivateTag{}, std::move(options), std::move(*endpoint));
+  std::unique_ptr<Verifier> verifier;
+  if (options.verify_signatures) {
+    // Verification asked for but impossible is refused here, not turned
+    // into a client that silently trusts everything.
+    if (options.trusted_keys.empty()) {
+      return tl::unexpected(ClientError{ErrorCode::kInvalid, 0,
+                                        "verify_signatures needs trusted_keys (PEM public keys)"});
+    }
+    auto trusted = protocol::TrustedKeys::load(options.trusted_keys);
+    if (!trusted) {
+      return tl::unexpected(
+          ClientError{ErrorCode::kInvalid, 0, "trusted_keys: " + trusted.error()});
+    }
+    if (trusted->size() == 0) {
+      return tl::unexpected(
+          ClientError{ErrorCode::kInvalid, 0, "trusted_keys: no public key found there"});
+    }
+    verifier = std::make_unique<Verifier>(std::move(*trusted));
+  }
+  auto client = std::make_unique<Client>(PrivateTag{}, std::move(options), std::move(*endpoint));
+  client->verifier_ = std::move(verifier);
+  return client;
+}
+
+VerificationStats Client::verification() const {
+  return verifier_ ? verifier_->stats() : VerificationStats{};
 }
 
 Client::Client(PrivateTag, ClientOptions options, Endpoint endpoint)
@@ -121,6 +146,9 @@ Result<std::optional<Artifact>> Client::get(std::string_view key, std::chrono::m
   if (!artifact) {
     return tl::unexpected(artifact.error());
   }
+  if (verifier_) {
+    return verifier_->screen(std::move(*artifact));
+  }
   return std::optional<Artifact>{std::move(*artifact)};
 }
 
@@ -207,7 +235,11 @@ Result<std::vector<std::optional<Artifact>>> Client::batch_get(std::span<const s
     if (!artifact) {
       return tl::unexpected(artifact.error());
     }
-    out.emplace_back(std::move(*artifact));
+    if (verifier_) {
+      out.push_back(verifier_->screen(std::move(*artifact)));
+    } else {
+      out.emplace_back(std::move(*artifact));
+    }
   }
   return out;
 }

@@ -13,6 +13,7 @@
 #include <kcache/client/http_transport.h>
 #include <kcache/client/jobs.h>
 #include <kcache/client/lease.h>
+#include <kcache/client/verify.h>
 #include <kcache/protocol/circuit_breaker.h>
 #include <kcache/protocol/connection_pool.h>
 #include <kcache/protocol/record_head.h>
@@ -38,6 +39,13 @@ struct ClientOptions {
   std::chrono::milliseconds retry_backoff{20};
   std::chrono::milliseconds down_backoff{1000}; // fail fast this long after "connection refused"
   std::size_t max_idle_connections = 16;
+  // End-to-end verification (verify.h): every artifact get, batch_get and
+  // get_or_compile return must be signed by one of trusted_keys (PEM files or
+  // directories of them) and match its record, or it is a miss counted in
+  // verification(). Env for the C ABI, Python and kcache.torch:
+  // KCACHE_VERIFY_SIGNATURES=1, KCACHE_TRUSTED_KEYS=path[:path...].
+  bool verify_signatures = false;
+  std::vector<std::string> trusted_keys;
 };
 
 // producer, metadata, manifest_json: the upload's record part, written by the
@@ -46,7 +54,8 @@ using PutOptions = protocol::RecordHead;
 
 class Client {
 public:
-  // Fails only on a malformed URL.
+  // Fails on a malformed URL, or with verify_signatures on when trusted_keys
+  // is empty or does not load.
   static Result<std::unique_ptr<Client>> create(ClientOptions options);
   ~Client();
 
@@ -96,6 +105,8 @@ public:
                                std::string_view content_type = {});
 
   const ClientOptions& options() const { return options_; }
+  // Verified and refused artifacts so far (enabled = false with verification off).
+  VerificationStats verification() const;
 
   struct PrivateTag {
     explicit PrivateTag() = default;
@@ -111,6 +122,7 @@ private:
   protocol::ConnectionPool<Connection> pool_;
   // Opened by one "connection refused" for down_backoff, then one probe.
   protocol::CircuitBreaker down_;
+  std::unique_ptr<Verifier> verifier_; // null with verification off
 };
 
 // Decodes an artifact from the parts body that GET /v1/artifacts returns.
