@@ -49,10 +49,38 @@ std::string encode_worker_outcome(const CompileOutcome& outcome,
       {{"outcome", protocol::json_text(head)}, {"binary", binary}, {"log", log}});
 }
 
+std::string_view worker_exit_name(WorkerExit exit) {
+  switch (exit) {
+  case WorkerExit::kCompleted:
+    return "completed";
+  case WorkerExit::kCompileError:
+    return "compile-error";
+  case WorkerExit::kInternalError:
+    return "internal-error";
+  case WorkerExit::kTimedOut:
+    return "timed-out";
+  case WorkerExit::kMemoryLimit:
+    return "memory-limit";
+  case WorkerExit::kKilledBySignal:
+    return "killed-by-signal";
+  case WorkerExit::kProtocolError:
+    return "protocol-error";
+  case WorkerExit::kSpawnFailed:
+    return "spawn-failed";
+  case WorkerExit::kExecFailed:
+    return "exec-failed";
+  case WorkerExit::kCancelled:
+    return "cancelled";
+  }
+  return "unknown";
+}
+
 WorkerOutcome decode_worker_outcome(std::string_view bytes) {
   auto internal = [](std::string message) {
     return WorkerOutcome{
-        tl::unexpected(CompileError{CompileError::Code::kInternal, std::move(message), {}}), {}};
+        tl::unexpected(CompileError{CompileError::Code::kInternal, std::move(message), {}}),
+        {},
+        WorkerExit::kProtocolError};
   };
   auto parts = wire::decode_parts(bytes);
   if (!parts || parts->size() != 3 || (*parts)[0].name != "outcome") {
@@ -62,7 +90,7 @@ WorkerOutcome decode_worker_outcome(std::string_view bytes) {
   if (!head.is_object() || !head.contains("ok")) {
     return internal("kcache-worker sent a malformed outcome");
   }
-  WorkerOutcome out{tl::unexpected(CompileError{}), {}};
+  WorkerOutcome out{tl::unexpected(CompileError{}), {}, WorkerExit::kCompleted};
   try {
     out.toolchain = head.value("toolchain", std::map<std::string, std::string>());
     if (head["ok"].get<bool>()) {
@@ -85,6 +113,8 @@ WorkerOutcome decode_worker_outcome(std::string_view bytes) {
       }
       e.message = head.value("message", std::string());
       e.log = std::move((*parts)[2].data);
+      out.exit = e.code == CompileError::Code::kInternal ? WorkerExit::kInternalError
+                                                         : WorkerExit::kCompileError;
       out.outcome = tl::unexpected(std::move(e));
     }
   } catch (const json::exception& e) {

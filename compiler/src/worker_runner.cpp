@@ -71,8 +71,10 @@ bool make_input_channel(Pipe& p) {
   return true;
 }
 
-WorkerOutcome failure(CompileError::Code code, std::string message, std::string log = {}) {
-  return WorkerOutcome{tl::unexpected(CompileError{code, std::move(message), std::move(log)}), {}};
+WorkerOutcome failure(WorkerExit exit, CompileError::Code code, std::string message,
+                      std::string log = {}) {
+  return WorkerOutcome{
+      tl::unexpected(CompileError{code, std::move(message), std::move(log)}), {}, exit};
 }
 
 // What the runner holds of a worker's stderr, and what of it a job's log keeps.
@@ -323,15 +325,16 @@ WorkerOutcome WorkerRunner::run(const CompileSpec& spec, const std::stop_token& 
   }
   Exchange x = exchange(args, spec_to_json(spec), stop, /*limit_memory=*/true, limits_.wall_clock);
   if (!x.started) {
-    return failure(CompileError::Code::kInternal, x.start_error);
+    return failure(WorkerExit::kSpawnFailed, CompileError::Code::kInternal, x.start_error);
   }
   if (x.cancelled) {
-    return failure(CompileError::Code::kCancelled, "the job was cancelled");
+    return failure(WorkerExit::kCancelled, CompileError::Code::kCancelled, "the job was cancelled");
   }
   const int status = x.status;
   const bool replied = !x.reply.empty() && !x.timed_out && WIFEXITED(status);
   WorkerOutcome decoded =
-      replied ? decode_worker_outcome(x.reply) : failure(CompileError::Code::kInternal, "no reply");
+      replied ? decode_worker_outcome(x.reply)
+              : failure(WorkerExit::kProtocolError, CompileError::Code::kInternal, "no reply");
   if (const auto limit = limit_hit(x, replied ? &decoded.outcome : nullptr)) {
     // The compiler's own log (e.g. "Ptx assembly aborted due to errors"), then
     // the stderr that says why.
@@ -346,20 +349,21 @@ WorkerOutcome WorkerRunner::run(const CompileSpec& spec, const std::stop_token& 
              stderr_tail(x.errors);
     }
     decoded.outcome = tl::unexpected(limit_error(*limit, x, why, log));
+    decoded.exit = *limit == Limit::kMemory ? WorkerExit::kMemoryLimit : WorkerExit::kTimedOut;
     return decoded;
   }
   if (WIFSIGNALED(status)) {
-    return failure(CompileError::Code::kCompileFailed,
+    return failure(WorkerExit::kKilledBySignal, CompileError::Code::kCompileFailed,
                    std::string("kcache-worker crashed with signal ") +
                        ::strsignal(WTERMSIG(status)),
                    stderr_tail(x.errors));
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && x.reply.empty()) {
-    return failure(CompileError::Code::kUnavailable, "cannot run " + worker_binary_,
-                   stderr_tail(x.errors));
+    return failure(WorkerExit::kExecFailed, CompileError::Code::kUnavailable,
+                   "cannot run " + worker_binary_, stderr_tail(x.errors));
   }
   if (x.reply.empty()) {
-    return failure(CompileError::Code::kCompileFailed,
+    return failure(WorkerExit::kProtocolError, CompileError::Code::kCompileFailed,
                    "kcache-worker exited with status " + std::to_string(WEXITSTATUS(status)) +
                        " without a reply",
                    stderr_tail(x.errors));

@@ -75,7 +75,8 @@ void JobManager::run_compile(const std::string& id, const std::stop_token& cance
       spec ? compile_with_retries(id, *spec, cancel)
            : compiler::WorkerOutcome{
                  tl::unexpected(CompileError{CompileError::Code::kInvalidSpec, spec.error(), {}}),
-                 {}};
+                 {},
+                 compiler::WorkerExit::kCompileError};
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   metrics_.compile_seconds.observe(seconds);
 
@@ -121,7 +122,7 @@ void JobManager::run_compile(const std::string& id, const std::stop_token& cance
       journal_locked(job);
     } else {
       const CompileError& e = result.outcome.error();
-      const bool infrastructure = is_infrastructure_failure(e);
+      const bool infrastructure = is_infrastructure_failure(result.exit);
       job.error_code = infrastructure ? JobError::kInfrastructure : job_error_of(e.code);
       job.error_message = infrastructure
                               ? "the compile's worker failed " + std::to_string(job.attempts) +
@@ -142,8 +143,7 @@ compiler::WorkerOutcome JobManager::compile_with_retries(const std::string& id,
                                                          const compiler::CompileSpec& spec,
                                                          const std::stop_token& cancel) {
   compiler::WorkerOutcome result = runner_->run(spec, cancel);
-  while (!result.outcome && is_infrastructure_failure(result.outcome.error()) &&
-         !cancel.stop_requested()) {
+  while (!result.outcome && is_infrastructure_failure(result.exit) && !cancel.stop_requested()) {
     std::uint32_t attempts = 0;
     {
       std::lock_guard lock(mu_);
@@ -155,8 +155,9 @@ compiler::WorkerOutcome JobManager::compile_with_retries(const std::string& id,
     // The worker holds its pool thread through the back-off: a host short of
     // memory gets fewer compiles at once, not more.
     const auto backoff = config_.retry_backoff * (1LL << std::min<std::uint32_t>(attempts - 1, 16));
-    spdlog::warn("job {}: attempt {} of {} failed ({}); retrying in {} ms", id, attempts,
-                 config_.max_attempts, result.outcome.error().message, backoff.count());
+    spdlog::warn("job {}: attempt {} of {} failed ({}: {}); retrying in {} ms", id, attempts,
+                 config_.max_attempts, compiler::worker_exit_name(result.exit),
+                 result.outcome.error().message, backoff.count());
     std::mutex sleep_mu;
     std::condition_variable_any sleep_cv;
     std::unique_lock sleep_lock(sleep_mu);
@@ -164,7 +165,8 @@ compiler::WorkerOutcome JobManager::compile_with_retries(const std::string& id,
     if (cancel.stop_requested()) {
       return {
           tl::unexpected(CompileError{CompileError::Code::kCancelled, "the job was cancelled", {}}),
-          {}};
+          {},
+          compiler::WorkerExit::kCancelled};
     }
     {
       std::lock_guard lock(mu_);

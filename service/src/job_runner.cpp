@@ -23,15 +23,23 @@ JobError job_error_of(compiler::CompileError::Code code) {
   return JobError::kInternal;
 }
 
-bool is_infrastructure_failure(const compiler::CompileError& error) {
-  using Code = compiler::CompileError::Code;
-  if (error.code == Code::kInternal) {
-    return true; // spawn failure, no reply, an undecodable reply
+bool is_infrastructure_failure(compiler::WorkerExit exit) {
+  using Exit = compiler::WorkerExit;
+  switch (exit) {
+  case Exit::kInternalError:
+  case Exit::kKilledBySignal:
+  case Exit::kProtocolError:
+  case Exit::kSpawnFailed:
+    return true;
+  case Exit::kCompleted:
+  case Exit::kCompileError:
+  case Exit::kTimedOut:    // the spec's own limit: retrying would hit it again
+  case Exit::kMemoryLimit: // likewise
+  case Exit::kExecFailed:  // a missing binary stays missing
+  case Exit::kCancelled:
+    return false;
   }
-  // worker_runner.cpp's wording for a worker that died without answering.
-  return error.code == Code::kCompileFailed &&
-         (error.message.starts_with("kcache-worker crashed with signal ") ||
-          error.message.starts_with("kcache-worker exited with status "));
+  return false;
 }
 
 tl::expected<std::unique_ptr<WorkerJobRunner>, std::string>

@@ -47,6 +47,7 @@ TEST(WorkerRunner, CompilesInASubprocess) {
   auto out = runner.run(cpp("extern \"C\" int answer() { return 42; }"));
   ASSERT_TRUE(out.outcome.has_value()) << out.outcome.error().message << "\n"
                                        << out.outcome.error().log;
+  EXPECT_EQ(out.exit, WorkerExit::kCompleted);
   EXPECT_EQ(out.outcome->binary.rfind("\x7f"
                                       "ELF",
                                       0),
@@ -74,6 +75,7 @@ TEST(WorkerRunner, CompileErrorsComeBackWithTheLog) {
   auto out = runner.run(cpp("int f() { return nope; }"));
   ASSERT_FALSE(out.outcome.has_value());
   EXPECT_EQ(out.outcome.error().code, CompileError::Code::kCompileFailed);
+  EXPECT_EQ(out.exit, WorkerExit::kCompileError);
   EXPECT_NE(out.outcome.error().log.find("nope"), std::string::npos) << out.outcome.error().log;
   // The message names the first diagnostic, not just "clang could not compile".
   EXPECT_NE(
@@ -93,6 +95,7 @@ TEST(WorkerRunner, ACrashFailsOnlyItsJob) {
   EXPECT_NE(out.outcome.error().log.find("now faulting"), std::string::npos)
       << out.outcome.error().log;
   EXPECT_EQ(out.outcome.error().code, CompileError::Code::kCompileFailed);
+  EXPECT_EQ(out.exit, WorkerExit::kKilledBySignal);
   // And the next job on a healthy worker is unaffected.
   WorkerRunner healthy(worker_binary(), limits(std::chrono::seconds(60)));
   EXPECT_TRUE(healthy.run(cpp("extern \"C\" int y() { return 1; }")).outcome.has_value());
@@ -108,6 +111,7 @@ TEST(WorkerRunner, AnAllocationFailureOnStderrIsAResourceLimit) {
   ASSERT_FALSE(out.outcome.has_value());
   const CompileError& e = out.outcome.error();
   EXPECT_EQ(e.code, CompileError::Code::kResourceLimit) << e.message;
+  EXPECT_EQ(out.exit, WorkerExit::kMemoryLimit);
   EXPECT_NE(e.message.find("memory limit of 8192 MiB"), std::string::npos) << e.message;
   EXPECT_NE(e.message.find("peak RSS"), std::string::npos) << e.message;
   EXPECT_NE(e.message.find("elapsed"), std::string::npos) << e.message;
@@ -143,6 +147,7 @@ TEST(WorkerRunner, AnEndlessCompileHitsTheWallClockLimit) {
   const auto took = std::chrono::steady_clock::now() - start;
   ASSERT_FALSE(out.outcome.has_value());
   EXPECT_EQ(out.outcome.error().code, CompileError::Code::kResourceLimit);
+  EXPECT_EQ(out.exit, WorkerExit::kTimedOut);
   EXPECT_NE(out.outcome.error().message.find("wall-clock limit of 1500 ms"), std::string::npos)
       << out.outcome.error().message;
   EXPECT_NE(out.outcome.error().message.find("elapsed"), std::string::npos)
@@ -155,6 +160,7 @@ TEST(WorkerRunner, CpuTimeLimitKillsTheWorker) {
   auto out = runner.run(cpp(kEndlessConstexpr, {"-std=c++20", "-fconstexpr-steps=2147483647"}));
   ASSERT_FALSE(out.outcome.has_value());
   EXPECT_EQ(out.outcome.error().code, CompileError::Code::kResourceLimit);
+  EXPECT_EQ(out.exit, WorkerExit::kTimedOut);
   EXPECT_NE(out.outcome.error().message.find("CPU-time limit of 1 s"), std::string::npos)
       << out.outcome.error().message;
 }
@@ -172,6 +178,7 @@ TEST(WorkerRunner, AMemoryHungryCompileHitsTheMemoryLimit) {
   const CompileError& e = out.outcome.error();
   EXPECT_EQ(e.code, CompileError::Code::kResourceLimit) << e.message << "\n" << e.log;
   EXPECT_NE(e.message.find("memory limit of 1024 MiB"), std::string::npos) << e.message;
+  EXPECT_EQ(out.exit, WorkerExit::kMemoryLimit);
   EXPECT_NE(e.message.find("peak RSS"), std::string::npos) << e.message;
   EXPECT_NE(e.message.find("elapsed"), std::string::npos) << e.message;
   EXPECT_FALSE(has_nul(e.log)) << "a stray NUL in the log";
@@ -187,6 +194,7 @@ TEST(WorkerRunner, AWorkerThatNeverReadsItsRequestFailsCleanly) {
   ASSERT_FALSE(out.outcome.has_value());
   EXPECT_NE(out.outcome.error().message.find("without a reply"), std::string::npos)
       << out.outcome.error().message;
+  EXPECT_EQ(out.exit, WorkerExit::kProtocolError);
 }
 
 TEST(WorkerRunner, MissingWorkerBinaryIsUnavailable) {
@@ -194,6 +202,7 @@ TEST(WorkerRunner, MissingWorkerBinaryIsUnavailable) {
   auto out = runner.run(cpp("int x;"));
   ASSERT_FALSE(out.outcome.has_value());
   EXPECT_EQ(out.outcome.error().code, CompileError::Code::kUnavailable);
+  EXPECT_EQ(out.exit, WorkerExit::kExecFailed);
 }
 
 } // namespace

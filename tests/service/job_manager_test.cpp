@@ -449,15 +449,15 @@ TEST_F(JobManagerTest, CancellingEndsARetrysBackOff) {
 }
 
 TEST(InfrastructureFailure, WhatCountsAsTheMachinerys) {
-  using Code = compiler::CompileError::Code;
-  EXPECT_TRUE(is_infrastructure_failure({Code::kInternal, "no reply", ""}));
-  EXPECT_TRUE(is_infrastructure_failure(
-      {Code::kCompileFailed, "kcache-worker crashed with signal Killed", ""}));
-  EXPECT_TRUE(is_infrastructure_failure(
-      {Code::kCompileFailed, "kcache-worker exited with status 3 without a reply", ""}));
-  EXPECT_FALSE(is_infrastructure_failure({Code::kCompileFailed, "error: expected ';'", ""}));
-  EXPECT_FALSE(is_infrastructure_failure({Code::kResourceLimit, "the compile hit the memory", ""}));
-  EXPECT_FALSE(is_infrastructure_failure({Code::kInvalidSpec, "bad", ""}));
+  using Exit = compiler::WorkerExit;
+  for (const Exit exit :
+       {Exit::kInternalError, Exit::kKilledBySignal, Exit::kProtocolError, Exit::kSpawnFailed}) {
+    EXPECT_TRUE(is_infrastructure_failure(exit)) << compiler::worker_exit_name(exit);
+  }
+  for (const Exit exit : {Exit::kCompleted, Exit::kCompileError, Exit::kTimedOut,
+                          Exit::kMemoryLimit, Exit::kExecFailed, Exit::kCancelled}) {
+    EXPECT_FALSE(is_infrastructure_failure(exit)) << compiler::worker_exit_name(exit);
+  }
 }
 
 } // namespace

@@ -37,33 +37,36 @@ public:
         cv_.wait(lock, cancel, [&] { return open_; });
       }
     }
-    auto fail = [](compiler::CompileError::Code code, std::string message) {
+    using Exit = compiler::WorkerExit;
+    auto fail = [](Exit exit, compiler::CompileError::Code code, std::string message) {
       return compiler::WorkerOutcome{
-          tl::unexpected(compiler::CompileError{code, std::move(message), "the log"}), {}};
+          tl::unexpected(compiler::CompileError{code, std::move(message), "the log"}), {}, exit};
     };
     if (cancel.stop_requested()) {
-      return fail(compiler::CompileError::Code::kCancelled, "cancelled");
+      return fail(Exit::kCancelled, compiler::CompileError::Code::kCancelled, "cancelled");
     }
     if (const auto crash = text.find("crash");
         crash != std::string::npos && crash + 5 < text.size()) {
       std::lock_guard lock(mu_);
       const auto runs = std::count(started_.begin(), started_.end(), text);
       if (runs <= text[crash + 5] - '0') {
-        // WorkerRunner's wording for a worker that died by a signal.
-        return fail(compiler::CompileError::Code::kCompileFailed,
+        // As WorkerRunner reports a worker that died by a signal.
+        return fail(Exit::kKilledBySignal, compiler::CompileError::Code::kCompileFailed,
                     "kcache-worker crashed with signal Killed");
       }
     }
     if (text.find("fail") != std::string::npos) {
-      return fail(compiler::CompileError::Code::kCompileFailed, "it does not compile");
+      return fail(Exit::kCompileError, compiler::CompileError::Code::kCompileFailed,
+                  "it does not compile");
     }
     if (text.find("oom") != std::string::npos) {
-      return fail(compiler::CompileError::Code::kResourceLimit, "out of memory");
+      return fail(Exit::kMemoryLimit, compiler::CompileError::Code::kResourceLimit,
+                  "out of memory");
     }
     compiler::CompileResult result;
     result.kind = spec.output;
     result.binary = "binary of " + text;
-    return compiler::WorkerOutcome{std::move(result), {}};
+    return compiler::WorkerOutcome{std::move(result), {}, Exit::kCompleted};
   }
 
   // Every variant runs correctly; the later in the request, the faster.

@@ -5,7 +5,8 @@
 // diagnostic; the calling process (kcached) is never at risk. A compile that
 // hits a limit fails with kResourceLimit, whose message names the limit, the
 // peak RSS and the time taken, and whose log keeps the tail of the worker's
-// stderr. Links no compiler: only the worker does.
+// stderr. WorkerOutcome::exit says how the process ended (WorkerExit), which
+// is what a caller decides a retry from. Links no compiler: only the worker does.
 
 #include <kcache/compiler/bench_protocol.h>
 #include <kcache/compiler/worker_protocol.h>

@@ -43,12 +43,12 @@ public:
 
 // The job error a worker's CompileError becomes (same names).
 JobError job_error_of(compiler::CompileError::Code code);
-// Whether a failure is the machinery's, not the spec's: the worker could not
-// start, was killed by a signal no limit of the spec explains (the OOM killer,
-// an operator's kill -9), or answered garbage. Such a compile is retried, and
-// never remembered as the spec's failure. (WorkerRunner reports a signal as
-// kCompileFailed: its message is what tells them apart.)
-bool is_infrastructure_failure(const compiler::CompileError& error);
+// Whether a worker's fate makes its failure the machinery's, not the spec's:
+// the worker could not start, was killed by a signal no limit of the spec
+// explains (the OOM killer, an operator's kill -9), answered garbage or
+// nothing, or reported an internal failure of its own. Such a compile is
+// retried, and never remembered as the spec's failure.
+bool is_infrastructure_failure(compiler::WorkerExit exit);
 
 class WorkerJobRunner final : public JobRunner {
 public:
