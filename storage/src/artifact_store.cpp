@@ -2,6 +2,7 @@
 #include <kcache/protocol/json_text.h>
 #include <kcache/protocol/wire.h>
 #include <kcache/storage/artifact_store.h>
+#include <kcache/storage/record_signer.h>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -15,11 +16,13 @@ std::string record_to_json(const ActionRecord& r) {
   for (const OutputRef& o : r.outputs) {
     outputs.push_back({{"name", o.name}, {"digest", o.digest}, {"size", o.size}});
   }
-  json doc{{"key", r.key},
-           {"outputs", std::move(outputs)},
-           {"producer", r.producer},
-           {"created_ms", r.created_ms},
-           {"metadata", r.metadata}};
+  json doc{{"key", r.key},           {"outputs", std::move(outputs)},
+           {"producer", r.producer}, {"created_ms", r.created_ms},
+           {"metadata", r.metadata}, {"namespace", r.ns},
+           {"writer", r.writer}};
+  if (r.signature) {
+    doc["signature"] = protocol::to_json(*r.signature);
+  }
   if (r.manifest) {
     doc["manifest"] = json::parse(cachekey::manifest_to_json(*r.manifest));
   }
@@ -61,25 +64,49 @@ Result<ActionRecord> record_from_json(std::string_view text) {
     r.producer = doc.value("producer", std::string());
     r.created_ms = doc.value("created_ms", std::int64_t{0});
     r.metadata = doc.value("metadata", std::map<std::string, std::string>());
+    r.ns = doc.value("namespace", std::string());
+    r.writer = doc.value("writer", std::string());
+    if (const auto sig = doc.find("signature"); sig != doc.end()) {
+      if (auto parsed = protocol::record_signature_from_json(*sig)) {
+        r.signature = std::move(*parsed);
+      }
+    }
     return r;
   } catch (const json::exception& e) {
     return corrupt(e.what());
   }
 }
 
+namespace {
+
+ActionRecord new_record(std::string key, std::string producer,
+                        std::map<std::string, std::string> metadata, std::string writer) {
+  ActionRecord record;
+  record.key = std::move(key);
+  record.producer = std::move(producer);
+  record.metadata = std::move(metadata);
+  record.writer = std::move(writer);
+  return record;
+}
+
+} // namespace
+
 Result<ActionRecord> ArtifactStore::put(const cachekey::KeyManifest& manifest,
                                         std::vector<ArtifactFile> files, std::string producer,
-                                        std::map<std::string, std::string> metadata) {
-  return put(
-      ActionRecord{manifest.key(), manifest, {}, std::move(producer), 0, std::move(metadata)},
-      std::move(files));
+                                        std::map<std::string, std::string> metadata,
+                                        std::string writer) {
+  ActionRecord record =
+      new_record(manifest.key(), std::move(producer), std::move(metadata), std::move(writer));
+  record.manifest = manifest;
+  return put(std::move(record), std::move(files));
 }
 
 Result<ActionRecord> ArtifactStore::put(std::string key, std::vector<ArtifactFile> files,
                                         std::string producer,
-                                        std::map<std::string, std::string> metadata) {
+                                        std::map<std::string, std::string> metadata,
+                                        std::string writer) {
   return put(
-      ActionRecord{std::move(key), std::nullopt, {}, std::move(producer), 0, std::move(metadata)},
+      new_record(std::move(key), std::move(producer), std::move(metadata), std::move(writer)),
       std::move(files));
 }
 
@@ -93,9 +120,6 @@ Result<ActionRecord> ArtifactStore::put(ActionRecord record, std::vector<Artifac
                                      "the manifest does not hash to key '" + record.key + "'"});
   }
   record.outputs.clear();
-  if (record.created_ms == 0) {
-    record.created_ms = unix_now_ms();
-  }
   // Blobs first: a record must never point at a blob that is not there yet.
   for (ArtifactFile& file : files) {
     const std::string digest = cachekey::to_hex(cachekey::Sha256::of(file.data));
@@ -106,6 +130,19 @@ Result<ActionRecord> ArtifactStore::put(ActionRecord record, std::vector<Artifac
       }
     }
     record.outputs.push_back(OutputRef{std::move(file.name), digest, file.data.size()});
+  }
+  return put_record(std::move(record));
+}
+
+Result<ActionRecord> ArtifactStore::put_record(ActionRecord record) {
+  if (record.created_ms == 0) {
+    record.created_ms = unix_now_ms();
+  }
+  // A signature that came with the record (a client's, a copied one) is never
+  // kept: what is stored is signed by this node or not at all.
+  record.signature.reset();
+  if (signer_ != nullptr) {
+    signer_->sign(record);
   }
   if (auto ok = store_.put(Area::kAction, record.key, record_to_json(record)); !ok) {
     return tl::unexpected(ok.error());

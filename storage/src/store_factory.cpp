@@ -76,8 +76,8 @@ Result<std::unique_ptr<Store>> make_store(std::string_view text, const StoreLimi
                                    "unknown store scheme '" + url->scheme() + "' (" + known + ")"});
 }
 
-Result<TieredStack> make_tiered_store(std::span<const std::string> urls,
-                                      const StoreLimits& limits) {
+Result<TieredStack> make_tiered_store(std::span<const std::string> urls, const StoreLimits& limits,
+                                      const SignatureCheck* signatures) {
   if (urls.empty()) {
     return tl::unexpected(
         StoreError{StoreError::Code::kInvalidArgument, "a tiered store needs at least one tier"});
@@ -90,8 +90,14 @@ Result<TieredStack> make_tiered_store(std::span<const std::string> urls,
     if (!tier) {
       return tl::unexpected(tier.error());
     }
-    if (tier->get()->name() == "rocksdb") {
+    const std::string name = tier->get()->name();
+    if (name == "rocksdb") {
       durable = tiers.size();
+    }
+    // The node's own tiers hold its own writes (and records verified when
+    // they were backfilled); any other tier is shared.
+    if (signatures != nullptr && name != "rocksdb" && name != "memory") {
+      *tier = std::make_unique<SignatureCheckingStore>(std::move(*tier), *signatures);
     }
     stack.tiers.push_back(tier->get());
     tiers.push_back(std::move(*tier));

@@ -55,7 +55,10 @@ TEST(ArtifactStore, ClientKeysWithoutManifest) {
   EXPECT_EQ((*got)->files.at(0).data, "pickled");
   EXPECT_FALSE(store.put("bad key/with slash", {}, "x").has_value());
   // A manifest that does not hash to the key is refused.
-  ActionRecord wrong{"kc1-" + std::string(64, '0'), manifest("a"), {}, "x", 0, {}};
+  ActionRecord wrong;
+  wrong.key = "kc1-" + std::string(64, '0');
+  wrong.manifest = manifest("a");
+  wrong.producer = "x";
   EXPECT_FALSE(store.put(wrong, {}).has_value());
 }
 

@@ -4,9 +4,12 @@
 // manifest, the output files' digests and sizes, who produced them, metadata);
 // the CAS maps sha256 -> blob, so identical binaries reached from different
 // keys are stored once. Blobs read from persisted tiers are bound to their
-// digest by FramedStore; `kcache verify` re-hashes everything.
+// digest by FramedStore; `kcache verify` re-hashes everything. Records are
+// signed by the node that stores them (record_signer.h) and verified when
+// read from a shared tier (signature_checking_store.h).
 
 #include <kcache/cachekey/key_manifest.h>
+#include <kcache/protocol/record_signature.h>
 #include <kcache/storage/store.h>
 
 #include <map>
@@ -37,6 +40,10 @@ struct ActionRecord {
   std::string producer; // "kcache-worker@host", "torch-rank-0"
   std::int64_t created_ms = 0;
   std::map<std::string, std::string> metadata; // timings, compile log summary...
+  // Who stored it, and where (issue 14): set by the storing node and signed.
+  std::string ns;     // the key's namespace (contract.md); "" for none
+  std::string writer; // the token's name, "anonymous", or a job's submitter
+  std::optional<protocol::RecordSignature> signature; // none: an unsigned record
 };
 
 struct Artifact {
@@ -46,19 +53,30 @@ struct Artifact {
 };
 
 std::string record_to_json(const ActionRecord& record);
+// A "signature" member of the wrong shape is dropped here (the record stays
+// usable where it is trusted); readers of shared tiers verify it first.
 Result<ActionRecord> record_from_json(std::string_view text);
+
+class RecordSigner;
 
 class ArtifactStore {
 public:
-  explicit ArtifactStore(Store& store) : store_(store) {}
+  // With a signer, every record stored is signed (record.ns and
+  // record.signature are the signer's); without one, stored unsigned.
+  explicit ArtifactStore(Store& store, const RecordSigner* signer = nullptr)
+      : store_(store), signer_(signer) {}
 
   Result<ActionRecord> put(const cachekey::KeyManifest& manifest, std::vector<ArtifactFile> files,
-                           std::string producer, std::map<std::string, std::string> metadata = {});
+                           std::string producer, std::map<std::string, std::string> metadata = {},
+                           std::string writer = {});
   // For keys computed by the client (no kcache manifest).
   Result<ActionRecord> put(std::string key, std::vector<ArtifactFile> files, std::string producer,
-                           std::map<std::string, std::string> metadata = {});
+                           std::map<std::string, std::string> metadata = {},
+                           std::string writer = {});
   // Stores the blobs, then the record (whose outputs are filled in).
   Result<ActionRecord> put(ActionRecord record, std::vector<ArtifactFile> files);
+  // Stores a record whose outputs are already in the CAS (PUT /v1/ac), signed.
+  Result<ActionRecord> put_record(ActionRecord record);
   // A miss when the record or any of its blobs is missing or fails its digest.
   Result<std::optional<Artifact>> get(std::string_view key);
   Result<std::optional<ActionRecord>> get_record(std::string_view key);
@@ -68,6 +86,7 @@ private:
   Result<std::optional<Artifact>> load_record(std::string_view key);
 
   Store& store_;
+  const RecordSigner* signer_;
 };
 
 } // namespace kcache::storage

@@ -9,6 +9,7 @@
 // framed (FramedStore, verified on read) over the count, so their byte
 // counters are bytes as stored.
 
+#include <kcache/storage/signature_checking_store.h>
 #include <kcache/storage/store.h>
 #include <kcache/storage/store_url.h>
 #include <kcache/storage/value_frame.h>
@@ -34,7 +35,11 @@ struct TieredStack {
 };
 // Fastest first; at least one URL. A put is acknowledged only once the durable
 // tier took it: the last RocksDB tier, else the last tier (tiered_store.h).
+// With `signatures`, every tier other nodes can write (all but memory and
+// RocksDB: Redis) serves only action records signed by a trusted key
+// (signature_checking_store.h).
 Result<TieredStack> make_tiered_store(std::span<const std::string> urls,
-                                      const StoreLimits& limits = {});
+                                      const StoreLimits& limits = {},
+                                      const SignatureCheck* signatures = nullptr);
 
 } // namespace kcache::storage

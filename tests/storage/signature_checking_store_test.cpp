@@ -1,0 +1,242 @@
+// Signed action records in storage (issue 14): ArtifactStore signs what it
+// stores, SignatureCheckingStore serves a shared tier's records only with a
+// valid signature by a trusted key, and make_tiered_store puts the check on
+// the shared tier only.
+
+#include "../support/redis_server.h"
+#include "../support/temp_dir.h"
+
+#include <kcache/protocol/json_text.h>
+#include <kcache/storage/artifact_store.h>
+#include <kcache/storage/memory_store.h>
+#include <kcache/storage/record_signer.h>
+#include <kcache/storage/signature_checking_store.h>
+#include <kcache/storage/store_factory.h>
+#include <kcache/storage/tiered_store.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace kcache::storage {
+namespace {
+
+using nlohmann::json;
+using protocol::SignatureFailure;
+using protocol::SigningKey;
+using protocol::TrustedKeys;
+
+std::shared_ptr<const TrustedKeys> trusting(std::initializer_list<const SigningKey*> keys) {
+  auto trusted = std::make_shared<TrustedKeys>();
+  for (const SigningKey* key : keys) {
+    trusted->add(*key);
+  }
+  return trusted;
+}
+
+std::string namespace_of(const ActionRecord& record) {
+  return record.manifest ? record.manifest->ns : "from-key";
+}
+
+TEST(RecordSigning, ArtifactStoreSignsWhatItStoresAndDropsForeignSignatures) {
+  const SigningKey key = *SigningKey::generate();
+  const KeyRecordSigner signer(key, namespace_of);
+  MemoryStore memory(64 << 20);
+  ArtifactStore store(memory, &signer);
+  auto stored =
+      store.put("torch:team-a:k1", {{"graph.pkl", "pickled"}}, "rank0", {{"n", "1"}}, "team-a-ci");
+  ASSERT_TRUE(stored.has_value()) << stored.error().message;
+  ASSERT_TRUE(stored->signature.has_value());
+  EXPECT_EQ(stored->signature->key_id, key.key_id());
+  EXPECT_EQ(stored->writer, "team-a-ci");
+  EXPECT_EQ(stored->ns, "from-key");
+
+  const std::string text = **memory.get(Area::kAction, "torch:team-a:k1");
+  const json doc = json::parse(text);
+  EXPECT_EQ(doc["writer"], "team-a-ci");
+  EXPECT_EQ(doc["namespace"], "from-key");
+  EXPECT_EQ(doc["signature"]["key_id"], key.key_id());
+  auto verified = protocol::verify_record_json("torch:team-a:k1", text, *trusting({&key}));
+  ASSERT_TRUE(verified.has_value()) << verified.error().message;
+  EXPECT_EQ(verified->writer, "team-a-ci");
+  EXPECT_EQ(verified->producer, "rank0");
+
+  // Read back: the record keeps its origin; re-serialized, it still verifies.
+  auto record = store.get_record("torch:team-a:k1");
+  ASSERT_TRUE(record.has_value() && record->has_value());
+  EXPECT_EQ((*record)->signature, stored->signature);
+  EXPECT_TRUE(
+      protocol::verify_record_json("torch:team-a:k1", record_to_json(**record), *trusting({&key})));
+
+  // A record that arrives signed by someone else is signed anew by this node.
+  const SigningKey other = *SigningKey::generate();
+  ActionRecord foreign = **record;
+  foreign.key = "torch:team-a:k2";
+  foreign.signature = other.sign(signed_fields(foreign));
+  auto resigned = store.put_record(foreign);
+  ASSERT_TRUE(resigned.has_value());
+  EXPECT_EQ(resigned->signature->key_id, key.key_id());
+
+  // Without a signer (tools, tests): unsigned, and any given signature dropped.
+  ArtifactStore unsigned_store(memory);
+  auto plain = unsigned_store.put_record(foreign);
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_FALSE(plain->signature.has_value());
+  EXPECT_FALSE(json::parse(**memory.get(Area::kAction, "torch:team-a:k2")).contains("signature"));
+}
+
+TEST(RecordSigning, MalformedSignatureMemberDoesNotMakeALocalRecordCorrupt) {
+  auto record =
+      record_from_json(R"({"key":"k","outputs":[],"producer":"p","created_ms":1,"metadata":{},)"
+                       R"("signature":{"alg":"rsa","key_id":"x","sig":"y"}})");
+  ASSERT_TRUE(record.has_value()) << record.error().message;
+  EXPECT_FALSE(record->signature.has_value());
+}
+
+class SignatureCheckingStoreTest : public ::testing::Test {
+protected:
+  SignatureCheckingStoreTest() {
+    auto inner = std::make_unique<MemoryStore>(64 << 20);
+    shared_ = inner.get();
+    checked_ = std::make_unique<SignatureCheckingStore>(
+        std::move(inner), SignatureCheck{trusting({&trusted_key_}), rejections_});
+  }
+
+  // What another writer of the shared tier leaves there.
+  void plant(const std::string& key, const std::string& record_text) {
+    ASSERT_TRUE(shared_->put(Area::kAction, key, record_text).has_value());
+  }
+  std::string signed_by(const SigningKey& key, const std::string& record_key) {
+    const KeyRecordSigner signer(key);
+    MemoryStore scratch(1 << 20);
+    ArtifactStore store(scratch, &signer);
+    EXPECT_TRUE(store.put(record_key, {{"a.bin", "abc"}}, "ci", {}, "writer-a").has_value());
+    return **scratch.get(Area::kAction, record_key);
+  }
+
+  SigningKey trusted_key_ = *SigningKey::generate();
+  SigningKey unknown_key_ = *SigningKey::generate();
+  std::shared_ptr<SignatureRejections> rejections_ = std::make_shared<SignatureRejections>();
+  MemoryStore* shared_ = nullptr;
+  std::unique_ptr<SignatureCheckingStore> checked_;
+};
+
+TEST_F(SignatureCheckingStoreTest, ServesOnlyRecordsSignedByATrustedKey) {
+  plant("good", signed_by(trusted_key_, "good"));
+  plant("unknown", signed_by(unknown_key_, "unknown"));
+  json forged = json::parse(signed_by(unknown_key_, "forged"));
+  forged.erase("signature");
+  plant("forged", protocol::json_text(forged));
+  json tampered = json::parse(signed_by(trusted_key_, "tampered"));
+  tampered["producer"] = "trusted-ci";
+  plant("tampered", protocol::json_text(tampered));
+  plant("garbage", "{not json");
+  // A genuine record copied under another key.
+  plant("copied", signed_by(trusted_key_, "good"));
+
+  EXPECT_TRUE(checked_->get(Area::kAction, "good")->has_value());
+  EXPECT_TRUE(*checked_->contains(Area::kAction, "good"));
+  for (const char* key : {"unknown", "forged", "tampered", "garbage", "copied"}) {
+    EXPECT_FALSE(checked_->get(Area::kAction, key)->has_value()) << key;
+    EXPECT_FALSE(*checked_->contains(Area::kAction, key)) << key;
+    // Never deleted: another node may trust what this one does not.
+    EXPECT_TRUE(shared_->get(Area::kAction, key)->has_value()) << key;
+  }
+  const std::vector<std::string> keys = {"good", "forged", "missing", "tampered"};
+  std::vector<GetResult> many = checked_->get_many(Area::kAction, keys);
+  ASSERT_EQ(many.size(), 4U);
+  EXPECT_TRUE(many[0]->has_value());
+  EXPECT_FALSE(many[1]->has_value());
+  EXPECT_FALSE(many[2]->has_value());
+  EXPECT_FALSE(many[3]->has_value());
+
+  // get + contains for five keys, then two in the batch.
+  EXPECT_EQ(rejections_->count(SignatureFailure::kUnknownKey), 2U);
+  EXPECT_EQ(rejections_->count(SignatureFailure::kUnsigned), 3U);
+  EXPECT_EQ(rejections_->count(SignatureFailure::kBadSignature), 5U); // tampered, copied
+  EXPECT_EQ(rejections_->count(SignatureFailure::kMalformed), 2U);
+  EXPECT_EQ(rejections_->total(), 12U);
+  // Logged once per key.
+  EXPECT_FALSE(rejections_->first_time("forged"));
+  EXPECT_TRUE(rejections_->first_time("never-seen"));
+}
+
+TEST_F(SignatureCheckingStoreTest, CasBlobsAndWritesPassThrough) {
+  ASSERT_TRUE(checked_->put(Area::kCas, std::string(64, 'a'), "blob").has_value());
+  EXPECT_EQ(**checked_->get(Area::kCas, std::string(64, 'a')), "blob");
+  EXPECT_TRUE(*checked_->contains(Area::kCas, std::string(64, 'a')));
+  EXPECT_EQ(rejections_->total(), 0U);
+  ASSERT_TRUE(checked_->remove(Area::kCas, std::string(64, 'a')).has_value());
+  EXPECT_FALSE(*checked_->contains(Area::kCas, std::string(64, 'a')));
+}
+
+TEST_F(SignatureCheckingStoreTest, ARejectedRecordIsAMissInTheTiersCounters) {
+  auto counted = std::make_unique<SignatureCheckingStore>(
+      make_store("memory://?capacity=1MiB").value(), SignatureCheck{trusting({&trusted_key_}), {}});
+  auto& tier = *counted;
+  ASSERT_TRUE(tier.put(Area::kAction, "forged", R"({"key":"forged","outputs":[]})").has_value());
+  ASSERT_TRUE(tier.put(Area::kAction, "good", signed_by(trusted_key_, "good")).has_value());
+  EXPECT_FALSE(tier.get(Area::kAction, "forged")->has_value());
+  EXPECT_TRUE(tier.get(Area::kAction, "good")->has_value());
+  EXPECT_EQ(tier.counters().hits, 1U);
+  EXPECT_EQ(tier.counters().misses, 1U);
+}
+
+// The daemon's stack: memory and RocksDB (this node's) over Redis (shared).
+class SignedTiersTest : public ::testing::Test {
+protected:
+  Result<TieredStack> node(const testing::TempDir& dir,
+                           std::shared_ptr<const TrustedKeys> trusted) {
+    const std::vector<std::string> urls = {"memory://?capacity=8MiB",
+                                           "rocksdb://" + dir.str() + "?capacity=64MiB",
+                                           redis_.url("namespace=signed")};
+    const SignatureCheck check{std::move(trusted), rejections_};
+    return make_tiered_store(urls, {}, &check);
+  }
+
+  testing::RedisServer redis_;
+  testing::TempDir dir_a_, dir_b_, dir_c_;
+  SigningKey key_a_ = *SigningKey::generate();
+  std::shared_ptr<SignatureRejections> rejections_ = std::make_shared<SignatureRejections>();
+};
+
+TEST_F(SignedTiersTest, OnlyTheSharedTierIsCheckedAndVerifiedRecordsAreBackfilled) {
+  auto a = node(dir_a_, trusting({&key_a_}));
+  ASSERT_TRUE(a.has_value()) << a.error().message;
+  ASSERT_EQ(a->tiers.size(), 3U);
+  EXPECT_EQ(dynamic_cast<SignatureCheckingStore*>(a->tiers[0]), nullptr);
+  EXPECT_EQ(dynamic_cast<SignatureCheckingStore*>(a->tiers[1]), nullptr);
+  EXPECT_NE(dynamic_cast<SignatureCheckingStore*>(a->tiers[2]), nullptr);
+  EXPECT_EQ(a->tiers[2]->name(), "redis");
+
+  const KeyRecordSigner signer_a(key_a_);
+  ArtifactStore node_a(*a->store, &signer_a);
+  ASSERT_TRUE(node_a.put("torch:team-a:k", {{"out.bin", "bytes"}}, "ci", {}, "team-a").has_value());
+
+  // Node B trusts A: the record comes from Redis once, then from its own tiers.
+  auto b = node(dir_b_, trusting({&key_a_}));
+  ASSERT_TRUE(b.has_value());
+  ArtifactStore node_b(*b->store);
+  auto got = node_b.get("torch:team-a:k");
+  ASSERT_TRUE(got.has_value() && got->has_value());
+  EXPECT_EQ((*got)->files.at(0).data, "bytes");
+  EXPECT_EQ((*got)->record.writer, "team-a");
+  ASSERT_TRUE(node_b.get("torch:team-a:k")->has_value());
+  EXPECT_EQ(b->tiers[2]->counters().hits, 2U); // the record and its blob, once
+  EXPECT_EQ(b->tiers[0]->counters().hits, 2U); // the second read: memory
+  EXPECT_EQ(rejections_->total(), 0U);
+
+  // Node C trusts another key only: a miss, counted, Redis left as it was.
+  const SigningKey key_c = *SigningKey::generate();
+  auto c = node(dir_c_, trusting({&key_c}));
+  ASSERT_TRUE(c.has_value());
+  ArtifactStore node_c(*c->store);
+  auto refused = node_c.get("torch:team-a:k");
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_FALSE(refused->has_value());
+  EXPECT_FALSE(*c->store->contains(Area::kAction, "torch:team-a:k"));
+  EXPECT_EQ(rejections_->count(SignatureFailure::kUnknownKey), 2U);
+  EXPECT_TRUE(node_b.get("torch:team-a:k")->has_value());
+}
+
+} // namespace
+} // namespace kcache::storage
