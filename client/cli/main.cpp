@@ -66,6 +66,9 @@ compile jobs:
 
 The server comes from --url, else $KCACHE_URL, else http://127.0.0.1:7070
 (unix:///path for a Unix socket); the token from --token or $KCACHE_TOKEN.
+For https:// URLs: --ca-file PEM (else $KCACHE_CA_FILE, else the system CAs)
+verifies kcached's certificate; --client-cert PEM --client-key PEM (else
+$KCACHE_CLIENT_CERT, $KCACHE_CLIENT_KEY) present one for mTLS.
 
 exit codes:
   0 success   1 not found   2 usage error   3 daemon unreachable or timed out
@@ -451,9 +454,9 @@ int cmd_gc(Cli& cli) {
 
 int main(int argc, char** argv) {
   static const std::set<std::string> kValued = {
-      "url",   "token", "timeout-ms", "area",        "prefix",   "sort",
-      "limit", "o",     "producer",   "meta",        "max-size", "state",
-      "wait",  "key",   "priority",   "interval-ms", "I"};
+      "url",      "token",       "timeout-ms", "area",     "prefix",      "sort",      "limit",
+      "o",        "producer",    "meta",       "max-size", "state",       "wait",      "key",
+      "priority", "interval-ms", "I",          "ca-file",  "client-cert", "client-key"};
   Cli cli;
   kcache::client::ClientOptions options;
   if (const char* url = std::getenv("KCACHE_URL"); url != nullptr && *url != '\0') {
@@ -461,6 +464,13 @@ int main(int argc, char** argv) {
   }
   if (const char* token = std::getenv("KCACHE_TOKEN"); token != nullptr) {
     options.token = token;
+  }
+  for (auto [env, field] : {std::pair{"KCACHE_CA_FILE", &options.ca_file},
+                            {"KCACHE_CLIENT_CERT", &options.client_cert_file},
+                            {"KCACHE_CLIENT_KEY", &options.client_key_file}}) {
+    if (const char* value = std::getenv(env); value != nullptr) {
+      *field = value;
+    }
   }
   std::string command;
   for (int i = 1; i < argc; ++i) {
@@ -495,6 +505,9 @@ int main(int argc, char** argv) {
   }
   options.url = cli.option("url", options.url);
   options.token = cli.option("token", options.token);
+  options.ca_file = cli.option("ca-file", options.ca_file);
+  options.client_cert_file = cli.option("client-cert", options.client_cert_file);
+  options.client_key_file = cli.option("client-key", options.client_key_file);
   if (const std::string t = cli.option("timeout-ms"); !t.empty()) {
     options.timeout = std::chrono::milliseconds(std::atoi(t.c_str()));
   }

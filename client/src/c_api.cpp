@@ -10,6 +10,7 @@
 #include <tl/expected.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -133,7 +134,27 @@ const char* kcache_last_error(void) {
   return t_last_error.c_str();
 }
 
+namespace {
+
+// A field of kcache_options_ext if the caller's struct has it, else its
+// environment variable, else "".
+std::string ext_or_env(const kcache_options_ext* ext, const char* const kcache_options_ext::*field,
+                       std::size_t field_end, const char* env) {
+  if (ext != nullptr && ext->struct_size >= field_end && ext->*field != nullptr) {
+    return ext->*field;
+  }
+  const char* value = std::getenv(env);
+  return value != nullptr ? value : "";
+}
+
+} // namespace
+
 kcache_status kcache_client_open(const kcache_options* options, kcache_client** out) {
+  return kcache_client_open_ext(options, nullptr, out);
+}
+
+kcache_status kcache_client_open_ext(const kcache_options* options, const kcache_options_ext* ext,
+                                     kcache_client** out) {
   if (out == nullptr) {
     return fail(KCACHE_ERR_INVALID, "kcache_client_open: out is NULL");
   }
@@ -158,6 +179,16 @@ kcache_status kcache_client_open(const kcache_options* options, kcache_client** 
         o.retries = options->retries;
       }
     }
+    // TLS (ABI 6).
+    o.ca_file =
+        ext_or_env(ext, &kcache_options_ext::ca_file,
+                   offsetof(kcache_options_ext, ca_file) + sizeof(const char*), "KCACHE_CA_FILE");
+    o.client_cert_file = ext_or_env(
+        ext, &kcache_options_ext::client_cert_file,
+        offsetof(kcache_options_ext, client_cert_file) + sizeof(const char*), "KCACHE_CLIENT_CERT");
+    o.client_key_file = ext_or_env(
+        ext, &kcache_options_ext::client_key_file,
+        offsetof(kcache_options_ext, client_key_file) + sizeof(const char*), "KCACHE_CLIENT_KEY");
     auto client = kcache::client::Client::create(std::move(o));
     if (!client) {
       return to_status(client.error());

@@ -52,8 +52,18 @@ Result<std::unique_ptr<Client>> Client::create(ClientOptions options) {
     }
     verifier = std::make_unique<Verifier>(std::move(*trusted));
   }
+  std::shared_ptr<TlsClientContext> tls;
+  if (endpoint->tls) {
+    auto context = make_tls_client_context(
+        {options.ca_file, options.client_cert_file, options.client_key_file});
+    if (!context) {
+      return tl::unexpected(context.error());
+    }
+    tls = std::move(*context);
+  }
   auto client = std::make_unique<Client>(PrivateTag{}, std::move(options), std::move(*endpoint));
   client->verifier_ = std::move(verifier);
+  client->tls_ = std::move(tls);
   return client;
 }
 
@@ -82,7 +92,7 @@ Result<HttpResponse> Client::round_trip(const HttpRequest& request,
   for (int attempt = 0; attempt <= options_.retries; ++attempt) {
     auto connection = pool_.take();
     if (!connection) {
-      connection = make_connection(endpoint_);
+      connection = make_connection(endpoint_, tls_);
     }
     const bool reused = connection->reused();
     auto res = connection->round_trip(request, deadline, options_.connect_timeout);

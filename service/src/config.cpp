@@ -2,6 +2,7 @@
 #include <kcache/service/config.h>
 #include <kcache/storage/store_factory.h>
 
+#include <boost/asio/ip/address.hpp>
 #include <toml++/toml.h>
 #include <unistd.h>
 
@@ -212,6 +213,28 @@ tl::expected<ServiceConfig, std::string> load_config_file(const std::string& pat
       c.jobs.force_worker_memory = *v;
     }
   }
+  // TLS on the TCP listener (issue 14).
+  if (auto v = doc["allow_plain_http"].value<bool>()) {
+    c.allow_plain_http = *v;
+  }
+  if (const toml::node* n = doc.get("tls")) {
+    const toml::table* tls = n->as_table();
+    if (tls == nullptr) {
+      return fail(path + ": tls must be a table ([tls])");
+    }
+    for (auto [key, out] :
+         {std::pair<std::string_view, std::string*>{"cert_file", &c.tls.cert_file},
+          {"key_file", &c.tls.key_file},
+          {"client_ca_file", &c.tls.client_ca_file},
+          {"min_version", &c.tls.min_version}}) {
+      if (const toml::node* v = tls->get(key)) {
+        if (!v->is_string()) {
+          return fail(path + ": tls." + std::string(key) + " must be a string");
+        }
+        *out = *v->value<std::string>();
+      }
+    }
+  }
   if (const toml::array* tokens = doc["tokens"].as_array()) {
     for (const toml::node& node : *tokens) {
       const toml::table* t = node.as_table();
@@ -269,6 +292,10 @@ usage: kcached [--config FILE] [options]
   --max-jobs-per-submitter N  queued or running jobs per token, or per client without tokens
                          (default 256; 0: no cap)
   --force-worker-memory  start even when workers x --worker-memory exceeds the host's memory
+  --tls-cert PATH        serve TLS on the TCP listener with this certificate chain (PEM)
+  --tls-key PATH         its private key (PEM); SIGHUP reloads both
+  --tls-client-ca PATH   require client certificates signed by this CA (mTLS)
+  --allow-plain-http     allow a plain TCP listener on a non-loopback address with tokens
 )";
 }
 
@@ -290,8 +317,12 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
     if (flag == "--help" || flag == "-h") {
       return fail(usage());
     }
-    if (flag == "--force-worker-memory") { // the one flag without a value
+    if (flag == "--force-worker-memory") { // the flags without a value
       c.jobs.force_worker_memory = true;
+      continue;
+    }
+    if (flag == "--allow-plain-http") {
+      c.allow_plain_http = true;
       continue;
     }
     if (i + 1 >= argc) {
@@ -339,6 +370,12 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
        : flag == "--send-memory"     ? c.limits.send_memory_bytes
        : flag == "--max-spec-bytes"  ? c.jobs.max_spec_bytes
                                      : c.limits.max_body_bytes) = *size;
+    } else if (flag == "--tls-cert") {
+      c.tls.cert_file = value;
+    } else if (flag == "--tls-key") {
+      c.tls.key_file = value;
+    } else if (flag == "--tls-client-ca") {
+      c.tls.client_ca_file = value;
     } else if (flag == "--worker-binary") {
       c.jobs.worker_binary = value;
     } else if (flag == "--tuning-class") {
@@ -395,7 +432,38 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
   if (auto ok = check_worker_memory(c.jobs, host_memory); !ok) {
     return tl::unexpected(ok.error());
   }
+  if (auto ok = check_transport_security(c); !ok) {
+    return tl::unexpected(ok.error());
+  }
   return c;
+}
+
+tl::expected<void, std::string> check_transport_security(const ServiceConfig& config) {
+  if (config.tls.enabled() && (config.tls.cert_file.empty() || config.tls.key_file.empty())) {
+    return fail("[tls] needs both cert_file and key_file (--tls-cert, --tls-key)");
+  }
+  if (config.tls.min_version != "1.2" && config.tls.min_version != "1.3") {
+    return fail("tls.min_version must be \"1.2\" or \"1.3\", got \"" + config.tls.min_version +
+                "\"");
+  }
+  if (config.listen.empty() || config.tls.enabled() || config.tokens.empty() ||
+      config.allow_plain_http) {
+    return {};
+  }
+  std::string host = config.listen.substr(0, config.listen.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  boost::system::error_code ec;
+  const auto address = boost::asio::ip::make_address(host, ec);
+  if (!ec && address.is_loopback()) {
+    return {};
+  }
+  return fail("listen = \"" + config.listen +
+              "\" serves plain HTTP beyond this host while tokens are configured: bearer "
+              "tokens and artifacts would cross the network in clear text. Configure [tls] "
+              "cert_file and key_file (--tls-cert, --tls-key), listen on 127.0.0.1, or set "
+              "allow_plain_http = true (--allow-plain-http) behind a TLS proxy");
 }
 
 std::uint64_t host_memory_bytes() {

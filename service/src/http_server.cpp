@@ -3,10 +3,13 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <malloc.h>
 #include <spdlog/spdlog.h>
 
@@ -24,6 +27,7 @@ namespace kcache::service {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 using unix_stream = asio::local::stream_protocol;
 
@@ -71,6 +75,10 @@ struct HttpServer::State {
   Admit admit;
   Limits limits;
   std::optional<tcp::acceptor> tcp_acceptor;
+  // Set: the TCP listener speaks TLS. SIGHUP swaps in a new context; an open
+  // connection holds the one it was accepted with.
+  std::shared_ptr<ssl::context> tls;
+  std::mutex tls_mu;
   std::optional<unix_stream::acceptor> unix_acceptor;
   std::string unix_path;
   std::atomic<std::size_t> connections{0};
@@ -95,6 +103,7 @@ struct HttpServer::State {
   Counter& body_budget_refusals;
   Counter& send_budget_refusals;
   Counter& early_rejections;
+  Counter& tls_handshake_failures;
 
   State(asio::io_context& io_context, Handler h, Admit a, Limits l, MetricsRegistry* m)
       : io(io_context), handler(std::move(h)), admit(std::move(a)), limits(l),
@@ -123,9 +132,18 @@ struct HttpServer::State {
         early_rejections(registry(m).counter(
             "kcache_http_rejected_before_body_total",
             "Requests refused on their head (token, role, route, size) without reading the "
-            "body")) {}
+            "body")),
+        tls_handshake_failures(registry(m).counter(
+            "kcache_tls_handshake_failures_total",
+            "TLS connections closed because the handshake failed (plain HTTP, an old TLS "
+            "version, a client certificate missing or untrusted)")) {}
 
   MetricsRegistry& registry(MetricsRegistry* m) { return m != nullptr ? *m : own_metrics; }
+
+  std::shared_ptr<ssl::context> tls_context() {
+    std::lock_guard lock(tls_mu);
+    return tls;
+  }
 
   // Three quarters of the response memory in flight: a large answer built now
   // would most likely be refused after the work of loading it.
@@ -270,15 +288,26 @@ std::string peer_address(const unix_stream::socket& /*socket*/) {
   return ""; // local clients: not capped per peer
 }
 
-template <typename Protocol>
-class Session final : public SessionBase, public std::enable_shared_from_this<Session<Protocol>> {
+// One connection. With kTls, HTTP runs over an ssl_stream whose handshake
+// shares the request head's deadline, so every limit below applies to TLS
+// connections the same.
+template <typename Protocol, bool kTls = false>
+class Session final : public SessionBase,
+                      public std::enable_shared_from_this<Session<Protocol, kTls>> {
 public:
-  using Stream = beast::basic_stream<Protocol>;
+  using Plain = beast::basic_stream<Protocol>;
+  using Stream = std::conditional_t<kTls, beast::ssl_stream<Plain>, Plain>;
 
-  Session(typename Protocol::socket socket, std::shared_ptr<HttpServer::State> state)
+  Session(typename Protocol::socket socket,
+          std::shared_ptr<HttpServer::State> state) requires(!kTls)
       : stream_(std::move(socket)), state_(std::move(state)) {
-    peer = peer_address(stream_.socket());
-    buffer_.reserve(16 << 10); // room for a request head in one read
+    init();
+  }
+
+  Session(typename Protocol::socket socket, std::shared_ptr<HttpServer::State> state,
+          std::shared_ptr<ssl::context> tls) requires(kTls)
+      : tls_(std::move(tls)), stream_(std::move(socket), *tls_), state_(std::move(state)) {
+    init();
   }
 
   ~Session() override {
@@ -286,11 +315,16 @@ public:
     state_->leave(*this);
   }
 
-  typename Protocol::socket& socket() { return stream_.socket(); }
+  typename Protocol::socket& socket() { return layer().socket(); }
 
   void start() {
-    asio::dispatch(stream_.get_executor(),
-                   [self = this->shared_from_this()] { self->read_request(); });
+    asio::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
+      if constexpr (kTls) {
+        self->handshake();
+      } else {
+        self->read_request();
+      }
+    });
   }
 
   void on_drain() override {
@@ -311,10 +345,47 @@ public:
   }
 
 private:
+  void init() {
+    peer = peer_address(layer().socket());
+    buffer_.reserve(16 << 10); // room for a request head in one read
+  }
+
+  // The TCP (or Unix) stream under TLS, or the stream itself: its deadline
+  // and socket.
+  Plain& layer() {
+    if constexpr (kTls) {
+      return stream_.next_layer();
+    } else {
+      return stream_;
+    }
+  }
+
+  void handshake() {
+    layer().expires_at(accepted + state_->limits.header_timeout);
+    stream_.async_handshake(
+        ssl::stream_base::server,
+        [self = this->shared_from_this()](beast::error_code ec) { self->on_handshake(ec); });
+  }
+
+  void on_handshake(beast::error_code ec) {
+    if (ec == beast::error::timeout) {
+      state_->header_timeouts.inc();
+      return close();
+    }
+    if (ec) {
+      if (ec != asio::error::operation_aborted) {
+        state_->tls_handshake_failures.inc();
+        spdlog::debug("TLS handshake with {} failed: {}", peer, ec.message());
+      }
+      return close();
+    }
+    read_request();
+  }
+
   void shut() {
     beast::error_code ec;
-    stream_.socket().shutdown(Protocol::socket::shutdown_both, ec);
-    stream_.close();
+    layer().socket().shutdown(Protocol::socket::shutdown_both, ec);
+    layer().close();
   }
 
   void read_request() {
@@ -325,11 +396,14 @@ private:
     // boost::none: Boost 1.74 compares a length with an empty optional as over.)
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     idle_ = buffer_.size() == 0;
-    // A new connection has header_timeout to send its request head; a
-    // keep-alive one may first sit idle.
-    stream_.expires_after(requests_ == 0
-                              ? state_->limits.header_timeout
-                              : state_->limits.idle_timeout + state_->limits.header_timeout);
+    // A new connection has header_timeout from its accept to send its
+    // request head (the TLS handshake included); a keep-alive one may first
+    // sit idle.
+    if (requests_ == 0) {
+      layer().expires_at(accepted + state_->limits.header_timeout);
+    } else {
+      layer().expires_after(state_->limits.idle_timeout + state_->limits.header_timeout);
+    }
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
                               self->on_header(ec);
@@ -340,7 +414,8 @@ private:
   bool gone(beast::error_code ec) const {
     return ec == http::error::end_of_stream || ec == asio::error::eof ||
            ec == beast::error::timeout || ec == asio::error::operation_aborted ||
-           ec == asio::error::connection_reset || ec == asio::error::bad_descriptor;
+           ec == asio::error::connection_reset || ec == asio::error::bad_descriptor ||
+           ec == ssl::error::stream_truncated || ec.category() == asio::error::get_ssl_category();
   }
 
   void on_header(beast::error_code ec) {
@@ -427,7 +502,7 @@ private:
   }
 
   void read_body() {
-    stream_.expires_after(state_->limits.stall_timeout);
+    layer().expires_after(state_->limits.stall_timeout);
     http::async_read_some(stream_, buffer_, *parser_,
                           [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
                             self->on_body(ec);
@@ -516,7 +591,7 @@ private:
   // One write at a time, each with its own deadline: a peer that reads slowly
   // but steadily is served; one that stops reading is cut off.
   void write_some() {
-    stream_.expires_after(state_->limits.stall_timeout);
+    layer().expires_after(state_->limits.stall_timeout);
     http::async_write_some(stream_, *serializer_,
                            [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
                              self->on_write(ec);
@@ -550,9 +625,9 @@ private:
   // closing with unread data would reset the connection and lose our answer.
   void linger() {
     beast::error_code ec;
-    stream_.socket().shutdown(Protocol::socket::shutdown_send, ec);
+    layer().socket().shutdown(Protocol::socket::shutdown_send, ec);
     linger_buffer_.resize(16 << 10);
-    stream_.expires_after(kLinger);
+    layer().expires_after(kLinger);
     drop_input();
   }
 
@@ -560,7 +635,7 @@ private:
     stream_.async_read_some(asio::buffer(linger_buffer_),
                             [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
                               if (ec) {
-                                return self->stream_.close();
+                                return self->layer().close();
                               }
                               self->drop_input();
                             });
@@ -568,8 +643,8 @@ private:
 
   void close() {
     beast::error_code ec;
-    stream_.socket().shutdown(Protocol::socket::shutdown_send, ec);
-    stream_.close();
+    layer().socket().shutdown(Protocol::socket::shutdown_send, ec);
+    layer().close();
   }
 
   void release_body() {
@@ -598,6 +673,7 @@ private:
     release_send();
   }
 
+  std::shared_ptr<ssl::context> tls_; // before stream_, which uses it; null without TLS
   Stream stream_;
   std::shared_ptr<HttpServer::State> state_;
   beast::flat_buffer buffer_;
@@ -622,33 +698,47 @@ void turn_away(Socket& socket, Counter& counter, const std::string& message) {
   socket.close(ec);
 }
 
+template <typename S>
+void open_session(const std::shared_ptr<HttpServer::State>& state, S& session) {
+  switch (state->enter(*session)) {
+  case HttpServer::State::Door::kOpen:
+    session->start();
+    break;
+  case HttpServer::State::Door::kFull:
+    turn_away(session->socket(), state->refused_max_connections, "too many connections");
+    break;
+  case HttpServer::State::Door::kPeerFull:
+    turn_away(session->socket(), state->refused_per_peer, "too many connections from this address");
+    break;
+  }
+}
+
 template <typename Protocol, typename Acceptor>
 void accept_loop(std::shared_ptr<HttpServer::State> state, Acceptor& acceptor) {
-  acceptor.async_accept(
-      asio::make_strand(state->io),
-      [state, &acceptor](beast::error_code ec, typename Protocol::socket socket) {
-        if (ec == asio::error::operation_aborted || state->draining) {
-          return;
-        }
-        if (!ec) {
-          auto session = std::make_shared<Session<Protocol>>(std::move(socket), state);
-          switch (state->enter(*session)) {
-          case HttpServer::State::Door::kOpen:
-            session->start();
-            break;
-          case HttpServer::State::Door::kFull:
-            turn_away(session->socket(), state->refused_max_connections, "too many connections");
-            break;
-          case HttpServer::State::Door::kPeerFull:
-            turn_away(session->socket(), state->refused_per_peer,
-                      "too many connections from this address");
-            break;
-          }
-        } else {
-          spdlog::warn("accept failed: {}", ec.message());
-        }
-        accept_loop<Protocol>(state, acceptor);
-      });
+  acceptor.async_accept(asio::make_strand(state->io),
+                        [state, &acceptor](beast::error_code ec, typename Protocol::socket socket) {
+                          if (ec == asio::error::operation_aborted || state->draining) {
+                            return;
+                          }
+                          if (!ec) {
+                            std::shared_ptr<ssl::context> tls;
+                            if constexpr (std::is_same_v<Protocol, tcp>) {
+                              tls = state->tls_context(); // the Unix socket stays plain
+                            }
+                            if (tls) {
+                              auto session = std::make_shared<Session<Protocol, true>>(
+                                  std::move(socket), state, std::move(tls));
+                              open_session(state, session);
+                            } else {
+                              auto session =
+                                  std::make_shared<Session<Protocol>>(std::move(socket), state);
+                              open_session(state, session);
+                            }
+                          } else {
+                            spdlog::warn("accept failed: {}", ec.message());
+                          }
+                          accept_loop<Protocol>(state, acceptor);
+                        });
 }
 
 } // namespace
@@ -743,6 +833,16 @@ tl::expected<void, std::string> HttpServer::listen_unix(const std::string& path)
   state_->unix_path = path;
   accept_loop<unix_stream>(state_, acceptor);
   return {};
+}
+
+void HttpServer::set_tls_context(std::shared_ptr<TlsContext> context) {
+  std::lock_guard lock(state_->tls_mu);
+  state_->tls = std::move(context);
+}
+
+bool HttpServer::tls() const {
+  std::lock_guard lock(state_->tls_mu);
+  return state_->tls != nullptr;
 }
 
 std::uint16_t HttpServer::tcp_port() const {

@@ -1,11 +1,14 @@
 #include <kcache/service/service.h>
+#include <kcache/service/tls_context.h>
 #include <kcache/storage/store_factory.h>
 
 #include <boost/asio/signal_set.hpp>
 #include <spdlog/spdlog.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 namespace kcache::service {
@@ -100,6 +103,13 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
   if (config.listen.empty() && config.unix_socket.empty()) {
     return tl::unexpected(std::string("nothing to listen on: give --listen or --unix-socket"));
   }
+  if (config.tls.enabled()) {
+    auto tls = make_server_tls_context(config.tls);
+    if (!tls) {
+      return tl::unexpected(tls.error());
+    }
+    service->server_->set_tls_context(std::move(*tls));
+  }
   if (!config.listen.empty()) {
     if (auto ok = service->server_->listen_tcp(config.listen); !ok) {
       return tl::unexpected(ok.error());
@@ -126,6 +136,21 @@ void Service::stop() {
   server_->drain([this] { io_.stop(); });
 }
 
+void Service::reload_tls() {
+  if (!config_.tls.enabled()) {
+    spdlog::info("SIGHUP: no [tls] configured, nothing to reload");
+    return;
+  }
+  auto tls = make_server_tls_context(config_.tls);
+  if (!tls) {
+    spdlog::error("SIGHUP: TLS reload failed, new connections keep the previous certificate: {}",
+                  tls.error());
+    return;
+  }
+  server_->set_tls_context(std::move(*tls));
+  spdlog::info("SIGHUP: reloaded TLS certificate {} for new connections", config_.tls.cert_file);
+}
+
 int Service::run() {
   boost::asio::signal_set signals(io_, SIGINT, SIGTERM);
   signals.async_wait([this](const boost::system::error_code& ec, int signal) {
@@ -135,8 +160,21 @@ int Service::run() {
       stop();
     }
   });
+  // SIGHUP reloads the TLS certificate, key and client CA for new connections.
+  boost::asio::signal_set hangups(io_, SIGHUP);
+  std::function<void()> await_hangup = [&] {
+    hangups.async_wait([&](const boost::system::error_code& ec, int) {
+      if (ec) {
+        return;
+      }
+      reload_tls();
+      await_hangup();
+    });
+  };
+  await_hangup();
   if (!config_.listen.empty()) {
-    spdlog::info("kcached listening on {} (port {})", config_.listen, server_->tcp_port());
+    spdlog::info("kcached listening on {} (port {}{})", config_.listen, server_->tcp_port(),
+                 server_->tls() ? ", TLS" : "");
   }
   if (!config_.unix_socket.empty()) {
     spdlog::info("kcached listening on unix socket {}", config_.unix_socket);

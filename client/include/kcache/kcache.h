@@ -21,7 +21,7 @@ extern "C" {
 
 /* C names are snake_case by convention; C++ naming rules do not apply here. */
 /* NOLINTBEGIN(readability-identifier-naming) */
-#define KCACHE_ABI_VERSION 5 /* 5: kcache_pack_headers */
+#define KCACHE_ABI_VERSION 6 /* 5: kcache_pack_headers; 6: kcache_client_open_ext (TLS) */
 #define KCACHE_API __attribute__((visibility("default")))
 
 typedef enum kcache_status {
@@ -48,8 +48,8 @@ typedef struct kcache_buffer {
 } kcache_buffer;
 
 typedef struct kcache_options {
-  const char*
-      url; /* "http://host:port" or "unix:///path"; NULL: $KCACHE_URL or http://127.0.0.1:7070 */
+  const char* url;    /* http://host:port, https://host:port or unix:///path;
+                        NULL: $KCACHE_URL or http://127.0.0.1:7070 */
   const char* token;  /* bearer token or NULL */
   int32_t timeout_ms; /* whole operation; <= 0: 2000 */
   int32_t retries;    /* < 0: 2 */
@@ -58,9 +58,23 @@ typedef struct kcache_options {
 KCACHE_API int kcache_abi_version(void);
 KCACHE_API const char* kcache_status_name(kcache_status status);
 
+/* ABI 6: options beyond kcache_options, in a struct that only grows at its
+ * end: set struct_size = sizeof(kcache_options_ext); the library reads the
+ * fields that size covers, so a caller built against an older header keeps
+ * working. NULL fields fall back to their environment variables. */
+typedef struct kcache_options_ext {
+  size_t struct_size;
+  const char* ca_file; /* https://: PEM CA bundle; NULL: $KCACHE_CA_FILE, else the system CAs */
+  const char* client_cert_file; /* mTLS certificate (PEM); NULL: $KCACHE_CLIENT_CERT */
+  const char* client_key_file;  /* its private key (PEM); NULL: $KCACHE_CLIENT_KEY */
+} kcache_options_ext;
+
 /* options may be NULL. On failure *out is NULL and the message is available
- * through kcache_last_error(NULL). */
+ * through kcache_last_error(NULL). kcache_client_open(o, out) is
+ * kcache_client_open_ext(o, NULL, out). */
 KCACHE_API kcache_status kcache_client_open(const kcache_options* options, kcache_client** out);
+KCACHE_API kcache_status kcache_client_open_ext(const kcache_options* options,
+                                                const kcache_options_ext* ext, kcache_client** out);
 KCACHE_API void kcache_client_close(kcache_client* client);
 
 /* The message of this thread's last failed call (empty if none). Valid until

@@ -7,7 +7,7 @@ import json
 import os
 from typing import Optional, Sequence
 
-from ._native import Buffer, KcacheError, Options, Status, last_error, load_library, take
+from ._native import Buffer, KcacheError, Options, OptionsExt, Status, last_error, load_library, take
 
 
 class Compiled:
@@ -51,7 +51,14 @@ class Client:
         timeout_ms: int = 2000,
         retries: int = 2,
         fail_open: bool = True,
+        ca_file: Optional[str] = None,
+        client_cert: Optional[str] = None,
+        client_key: Optional[str] = None,
     ):
+        """url: http://, https:// or unix://. For https://, ca_file is the CA
+        bundle that signs kcached's certificate (None: $KCACHE_CA_FILE, else
+        the system's CAs); client_cert and client_key a certificate for mTLS
+        (None: $KCACHE_CLIENT_CERT, $KCACHE_CLIENT_KEY)."""
         self._lib = load_library()
         self.fail_open = fail_open
         self.errors = 0
@@ -62,8 +69,14 @@ class Client:
             int(timeout_ms),
             int(retries),
         )
+        ext = OptionsExt(
+            ctypes.sizeof(OptionsExt),
+            os.fsencode(ca_file) if ca_file else None,
+            os.fsencode(client_cert) if client_cert else None,
+            os.fsencode(client_key) if client_key else None,
+        )
         handle = ctypes.c_void_p()
-        status = self._lib.kcache_client_open(ctypes.byref(opts), ctypes.byref(handle))
+        status = self._lib.kcache_client_open_ext(ctypes.byref(opts), ctypes.byref(ext), ctypes.byref(handle))
         if status != Status.OK:
             raise KcacheError(status, last_error(self._lib))
         self._handle = handle

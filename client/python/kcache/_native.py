@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 from typing import Iterable
 
-ABI_VERSION = 5  # 5: kcache_pack_headers
+ABI_VERSION = 6  # 5: kcache_pack_headers; 6: kcache_client_open_ext (TLS)
 
 
 class Status:
@@ -46,6 +46,17 @@ class Options(ctypes.Structure):
     ]
 
 
+class OptionsExt(ctypes.Structure):
+    """kcache_options_ext (ABI 6): struct_size first; NULL fields fall back to their env vars."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("ca_file", ctypes.c_char_p),
+        ("client_cert_file", ctypes.c_char_p),
+        ("client_key_file", ctypes.c_char_p),
+    ]
+
+
 _client = ctypes.c_void_p
 _str = ctypes.c_char_p
 _i32 = ctypes.c_int32
@@ -57,6 +68,10 @@ _status = ctypes.c_int
 PROTOTYPES: dict[str, tuple[list, object]] = {
     "kcache_abi_version": ([], ctypes.c_int),
     "kcache_client_open": ([ctypes.POINTER(Options), ctypes.POINTER(_client)], _status),
+    "kcache_client_open_ext": (
+        [ctypes.POINTER(Options), ctypes.POINTER(OptionsExt), ctypes.POINTER(_client)],
+        _status,
+    ),
     "kcache_client_close": ([_client], None),
     "kcache_last_error": ([], _str),
     "kcache_get": ([_client, _str, _buf], _status),

@@ -31,7 +31,7 @@
 namespace kcache::client {
 
 struct ClientOptions {
-  std::string url = "http://127.0.0.1:7070"; // or unix:///run/kcache.sock
+  std::string url = "http://127.0.0.1:7070"; // or https://host:port, unix:///run/kcache.sock
   std::string token;                         // sent as a bearer token if set
   std::chrono::milliseconds timeout{2000};   // the whole operation
   std::chrono::milliseconds connect_timeout{500};
@@ -39,6 +39,12 @@ struct ClientOptions {
   std::chrono::milliseconds retry_backoff{20};
   std::chrono::milliseconds down_backoff{1000}; // fail fast this long after "connection refused"
   std::size_t max_idle_connections = 16;
+  // https:// only: the CA bundle that signs kcached's certificate ("": the
+  // system's default CA paths); a client certificate and key for mTLS. Env
+  // where KCACHE_URL is read: KCACHE_CA_FILE, KCACHE_CLIENT_CERT, KCACHE_CLIENT_KEY.
+  std::string ca_file;
+  std::string client_cert_file;
+  std::string client_key_file;
   // End-to-end verification (verify.h): every artifact get, batch_get and
   // get_or_compile return must be signed by one of trusted_keys (PEM files or
   // directories of them) and match its record, or it is a miss counted in
@@ -119,6 +125,7 @@ private:
 
   ClientOptions options_;
   Endpoint endpoint_;
+  std::shared_ptr<TlsClientContext> tls_; // https:// only
   protocol::ConnectionPool<Connection> pool_;
   // Opened by one "connection refused" for down_backoff, then one probe.
   protocol::CircuitBreaker down_;

@@ -1,6 +1,6 @@
 #pragma once
 // A minimal HTTP/1.1 client connection on Boost.Beast with deadlines, over TCP
-// or a Unix socket. Used by Client; not thread-safe by itself.
+// (plain or TLS) or a Unix socket. Used by Client; not thread-safe by itself.
 
 #include <tl/expected.hpp>
 
@@ -47,9 +47,10 @@ struct HttpResponse {
   std::string content_type;
 };
 
-// Where the daemon is: TCP host:port or a Unix socket path.
+// Where the daemon is: TCP host:port (tls: https://) or a Unix socket path.
 struct Endpoint {
   bool is_unix = false;
+  bool tls = false;
   std::string host;
   std::string port;
   std::string path;
@@ -67,6 +68,22 @@ public:
   virtual bool reused() const = 0;
 };
 
-std::unique_ptr<Connection> make_connection(const Endpoint& endpoint);
+// What an https:// client trusts and shows. ca_file "": the system's default
+// CA paths. client_cert_file/client_key_file: a certificate for mTLS.
+struct TlsOptions {
+  std::string ca_file;
+  std::string client_cert_file;
+  std::string client_key_file;
+};
+
+// An OpenSSL client context (TLS 1.2+, peer verification), shared by a
+// client's connections; each checks the server's name (or IP) against the
+// certificate. Opaque here, so users of this header need no OpenSSL.
+class TlsClientContext;
+Result<std::shared_ptr<TlsClientContext>> make_tls_client_context(const TlsOptions& options);
+
+// `tls` is required for an https:// endpoint and ignored otherwise.
+std::unique_ptr<Connection> make_connection(const Endpoint& endpoint,
+                                            std::shared_ptr<TlsClientContext> tls = nullptr);
 
 } // namespace kcache::client

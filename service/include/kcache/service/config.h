@@ -40,6 +40,12 @@
 //   [[tokens]]                              # none: no authentication (local use)
 //   token = "..."                           # sent as "Authorization: Bearer ..."
 //   role  = "admin"                         # read | submit | write | admin
+//   allow_plain_http = false                # a non-loopback plain listener with tokens
+//   [tls]                                   # TLS on the TCP listener (the Unix socket stays plain)
+//   cert_file      = "/etc/kcache/server.pem" # certificate chain, PEM
+//   key_file       = "/etc/kcache/server.key"
+//   client_ca_file = ""                     # set: clients must show a certificate it signed (mTLS)
+//   min_version    = "1.2"                  # "1.2" or "1.3"; SIGHUP reloads the three files
 
 #include <tl/expected.hpp>
 
@@ -101,6 +107,15 @@ struct JobsConfig {
   bool memory_configured = false;
 };
 
+// TLS on the TCP listener (tls_context.h builds the OpenSSL context).
+struct TlsConfig {
+  std::string cert_file;
+  std::string key_file;
+  std::string client_ca_file; // "": no client certificates asked for
+  std::string min_version = "1.2";
+  bool enabled() const { return !cert_file.empty() || !key_file.empty(); }
+};
+
 struct ServiceConfig {
   std::string listen = "127.0.0.1:7070";
   std::string unix_socket;
@@ -115,6 +130,9 @@ struct ServiceConfig {
   Limits limits;
   JobsConfig jobs;
   std::vector<Token> tokens;
+  TlsConfig tls;
+  // Serve plain HTTP on a non-loopback TCP address although tokens are configured.
+  bool allow_plain_http = false;
 };
 
 tl::expected<ServiceConfig, std::string> load_config_file(const std::string& path,
@@ -127,6 +145,11 @@ std::string usage();
 // kcached.toml spells them and 403s name them.
 tl::expected<Role, std::string> parse_role(std::string_view name);
 std::string_view role_name(Role role);
+
+// Refuses a plain (non-TLS) TCP listener on a non-loopback address while
+// tokens are configured (they would cross the network in clear), unless
+// allow_plain_http; also a [tls] table with only one of its files.
+tl::expected<void, std::string> check_transport_security(const ServiceConfig& config);
 
 // The storage tiers as store URLs, fastest first: `stores` when given, else
 // memory, then RocksDB in data_dir, then Redis when redis_url is set.

@@ -19,6 +19,11 @@
 // finish (answered with "Connection: close"), and calls back once none remain
 // or the drain timeout passed.
 //
+// With a TLS context set, the TCP listener speaks TLS (the Unix socket stays
+// plain): the handshake must finish within header_timeout together with the
+// request head, and every other limit applies unchanged. set_tls_context again
+// (SIGHUP) gives new connections the new context; open ones keep theirs.
+//
 // Requests are handled on the I/O threads. A handler answers through its
 // Responder, at once (the cache routes: memory and RocksDB tiers are fast, slow
 // tiers carry their own deadlines) or later from any thread (a long-poll on a
@@ -27,6 +32,7 @@
 #include <kcache/service/config.h>
 #include <kcache/service/metrics.h>
 #include <kcache/service/request_handler.h>
+#include <kcache/service/tls_context.h>
 
 #include <boost/asio/io_context.hpp>
 #include <tl/expected.hpp>
@@ -58,6 +64,10 @@ public:
   tl::expected<void, std::string> listen_tcp(const std::string& address);
   tl::expected<void, std::string> listen_unix(const std::string& path);
   std::uint16_t tcp_port() const;
+
+  // Before listen_tcp: TLS on the TCP listener. Later: a replacement (reload).
+  void set_tls_context(std::shared_ptr<TlsContext> context);
+  bool tls() const;
 
   void drain(std::function<void()> on_drained);
 

@@ -2,7 +2,8 @@
 // kcached assembled from its configuration: the storage tiers (memory, the
 // embedded RocksDB store, Redis if configured), the request handler, metrics
 // the compile job manager with its kcache-worker pool, and the HTTP server on
-// TCP and/or a Unix socket. run() serves until SIGTERM or SIGINT, then answers
+// TCP (TLS when [tls] is set) and/or a Unix socket. run() serves until SIGTERM
+// or SIGINT (SIGHUP reloads the TLS files), then answers
 // job long-polls, drains in-flight requests and closes the stores cleanly.
 
 #include <kcache/service/config.h>
@@ -37,6 +38,9 @@ public:
   Service(PrivateTag, ServiceConfig config);
 
 private:
+  // SIGHUP: a new TLS context from the configured files; on failure the old one stays.
+  void reload_tls();
+
   ServiceConfig config_;
   boost::asio::io_context io_;
   std::unique_ptr<storage::Store> store_;
