@@ -147,7 +147,7 @@ AutotuneCoordinator::benchmark(const std::string& id, const State& state,
         {"job", id}};
     if (auto stored =
             publisher.publish_winner(keys, s.device == "cuda" ? "kernel.cubin" : "kernel.so",
-                                     *winner->binary, out.table_json, metadata);
+                                     *winner->binary, out.table_json, metadata, state.submitter);
         !stored) {
       out.publish_error = stored.error();
     }

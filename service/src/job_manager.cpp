@@ -31,7 +31,7 @@ std::string gpu_tuning_class(const JobsConfig& config) {
 
 tl::expected<std::unique_ptr<JobManager>, std::string>
 JobManager::create(const JobsConfig& config, const std::string& journal_dir, storage::Store& store,
-                   MetricsRegistry& metrics) {
+                   MetricsRegistry& metrics, const storage::RecordSigner* signer) {
   auto runner = WorkerJobRunner::create(config);
   if (!runner) {
     return tl::unexpected(runner.error());
@@ -40,15 +40,16 @@ JobManager::create(const JobsConfig& config, const std::string& journal_dir, sto
   if (!queue) {
     return tl::unexpected(queue.error());
   }
-  return create(config, std::move(*runner), std::move(*queue), store, metrics);
+  return create(config, std::move(*runner), std::move(*queue), store, metrics, signer);
 }
 
 std::unique_ptr<JobManager> JobManager::create(const JobsConfig& config,
                                                std::unique_ptr<JobRunner> runner,
                                                std::unique_ptr<JobQueue> queue,
-                                               storage::Store& store, MetricsRegistry& metrics) {
+                                               storage::Store& store, MetricsRegistry& metrics,
+                                               const storage::RecordSigner* signer) {
   auto manager = std::make_unique<JobManager>(PrivateTag{}, config, std::move(runner),
-                                              std::move(queue), store, metrics);
+                                              std::move(queue), store, metrics, signer);
   manager->recover();
   JobManager* m = manager.get();
   {
@@ -76,11 +77,11 @@ JobManager::Metrics::Metrics(MetricsRegistry& r)
 
 JobManager::JobManager(PrivateTag, const JobsConfig& config, std::unique_ptr<JobRunner> runner,
                        std::unique_ptr<JobQueue> queue, storage::Store& store,
-                       MetricsRegistry& metrics)
+                       MetricsRegistry& metrics, const storage::RecordSigner* signer)
     : config_(config), runner_(std::move(runner)), intake_(*runner_, config.max_spec_bytes),
       host_tuning_class_(cpu_tuning_class(config)),
-      host_gpu_tuning_class_(gpu_tuning_class(config)), publisher_(store), metrics_(metrics),
-      queue_(std::move(queue)),
+      host_gpu_tuning_class_(gpu_tuning_class(config)), publisher_(store, signer),
+      metrics_(metrics), queue_(std::move(queue)),
       table_(config.history,
              std::chrono::duration_cast<std::chrono::milliseconds>(config.negative_ttl)) {
   metrics.describe("kcache_jobs", "gauge", "Jobs by state");

@@ -176,6 +176,7 @@ void JobManager::run_autotune(const std::string& id, const std::stop_token& canc
     const Job& job = *table_.find(id);
     keys = job.keys;
     tuning_class = job.tuning_class;
+    state->submitter = job.submitter;
   }
   const AutotuneCoordinator::Outcome outcome =
       AutotuneCoordinator::benchmark(id, *state, keys, tuning_class, *runner_, publisher_, cancel);

@@ -67,7 +67,7 @@ void JobManager::run_compile(const std::string& id, const std::stop_token& cance
     std::lock_guard lock(mu_);
     const Job& job = *table_.find(id);
     spec_json = job.spec_json;
-    meta = {job.id, job.compile_key, job.backend, job.target, job.output, {}};
+    meta = {job.id, job.compile_key, job.backend, job.target, job.output, {}, job.submitter};
   }
   const auto start = Clock::now();
   auto spec = compiler::spec_from_json(spec_json);

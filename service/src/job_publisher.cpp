@@ -33,8 +33,8 @@ std::string hostname() {
 
 } // namespace
 
-JobPublisher::JobPublisher(storage::Store& store)
-    : artifacts_(store), producer_("kcache-worker@" + hostname()) {}
+JobPublisher::JobPublisher(storage::Store& store, const storage::RecordSigner* signer)
+    : artifacts_(store, signer), producer_("kcache-worker@" + hostname()) {}
 
 std::optional<std::string> JobPublisher::cached(const std::string& key,
                                                 const std::string& compile_key) {
@@ -99,7 +99,7 @@ JobPublisher::publish_compile(const compiler::CompileResult& result, const Compi
       return {};
     }
     for (const std::string& key : pending) {
-      auto stored = artifacts_.put(key, files, producer_, metadata);
+      auto stored = artifacts_.put(key, files, producer_, metadata, meta.submitter);
       published.push_back(key);
       if (!stored) {
         spdlog::error("job {}: storing the result under {} failed: {}", meta.job_id, key,
@@ -113,10 +113,11 @@ JobPublisher::publish_compile(const compiler::CompileResult& result, const Compi
 tl::expected<void, std::string>
 JobPublisher::publish_winner(const std::vector<std::string>& keys, const std::string& file_name,
                              const std::string& binary, const std::string& table_json,
-                             const std::map<std::string, std::string>& metadata) {
+                             const std::map<std::string, std::string>& metadata,
+                             const std::string& writer) {
   for (const std::string& key : keys) {
     auto stored = artifacts_.put(key, {{file_name, binary}, {"autotune.json", table_json}},
-                                 "kcache-autotune", metadata);
+                                 "kcache-autotune", metadata, writer);
     if (!stored) {
       return tl::unexpected(stored.error().message);
     }

@@ -50,6 +50,7 @@ public:
     std::vector<std::string> compile_keys;             // per space.variants, then the reference's
     std::map<std::string, std::string> compile_errors; // compile key -> why it failed
     std::size_t pending = 0;                           // children still compiling
+    std::string submitter;                             // the winner's records name it as writer
   };
   State& begin(const std::string& id, Search search);
   bool contains(const std::string& id) const { return searches_.contains(id); }

@@ -50,13 +50,14 @@ public:
   // --toolchains) and a LocalJobQueue journaled in `journal_dir`.
   static tl::expected<std::unique_ptr<JobManager>, std::string>
   create(const JobsConfig& config, const std::string& journal_dir, storage::Store& store,
-         MetricsRegistry& metrics);
+         MetricsRegistry& metrics, const storage::RecordSigner* signer = nullptr);
   // Over any runner and queue (unit tests: a scripted runner, no journal).
   // Replays the queue's records and starts `config.workers` worker threads.
   static std::unique_ptr<JobManager> create(const JobsConfig& config,
                                             std::unique_ptr<JobRunner> runner,
                                             std::unique_ptr<JobQueue> queue, storage::Store& store,
-                                            MetricsRegistry& metrics);
+                                            MetricsRegistry& metrics,
+                                            const storage::RecordSigner* signer = nullptr);
   ~JobManager();
   JobManager(const JobManager&) = delete;
   JobManager& operator=(const JobManager&) = delete;
@@ -88,7 +89,8 @@ public:
     explicit PrivateTag() = default;
   };
   JobManager(PrivateTag, const JobsConfig& config, std::unique_ptr<JobRunner> runner,
-             std::unique_ptr<JobQueue> queue, storage::Store& store, MetricsRegistry& metrics);
+             std::unique_ptr<JobQueue> queue, storage::Store& store, MetricsRegistry& metrics,
+             const storage::RecordSigner* signer = nullptr);
 
 private:
   using Clock = std::chrono::steady_clock;

@@ -8,6 +8,7 @@
 
 #include <kcache/compiler/backend.h>
 #include <kcache/storage/artifact_store.h>
+#include <kcache/storage/record_signer.h>
 
 #include <functional>
 #include <map>
@@ -19,7 +20,8 @@ namespace kcache::service {
 
 class JobPublisher {
 public:
-  explicit JobPublisher(storage::Store& store);
+  // With a signer, every record it stores is signed (the job's submitter as writer).
+  explicit JobPublisher(storage::Store& store, const storage::RecordSigner* signer = nullptr);
 
   // Why `key` needs no compile ("already in the cache"; or, when the compile
   // key has it, linked under `key` too), or nullopt when it does.
@@ -31,6 +33,7 @@ public:
   struct CompileMetadata {
     std::string job_id, compile_key, backend, target, output;
     std::map<std::string, std::string> toolchain; // what the key was computed with
+    std::string submitter;                        // the records' writer
   };
   // Stores a compile's result under every key `keys()` returns; calls it
   // again until it adds no key (submissions may join while this runs).
@@ -39,10 +42,12 @@ public:
                   const std::function<std::vector<std::string>()>& keys);
 
   // Stores an autotune search's winner and its tuning table under each key.
-  tl::expected<void, std::string>
-  publish_winner(const std::vector<std::string>& keys, const std::string& file_name,
-                 const std::string& binary, const std::string& table_json,
-                 const std::map<std::string, std::string>& metadata);
+  tl::expected<void, std::string> publish_winner(const std::vector<std::string>& keys,
+                                                 const std::string& file_name,
+                                                 const std::string& binary,
+                                                 const std::string& table_json,
+                                                 const std::map<std::string, std::string>& metadata,
+                                                 const std::string& writer = {});
 
 private:
   storage::ArtifactStore artifacts_;
