@@ -70,4 +70,8 @@ int cmd_submit(Cli& cli);
 int read_spec(const Cli& cli, bool pack, std::string& spec);
 int cmd_pack_headers(Cli& cli);
 
+// `kcache token new` (token_commands.cpp): a fresh 256-bit token and the
+// sha256 line kcached's config takes. Needs no daemon.
+int cmd_token(const std::vector<std::string>& args);
+
 } // namespace kcache::cli

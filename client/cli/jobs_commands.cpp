@@ -326,6 +326,7 @@ int cmd_submit(Cli& cli) {
   if (submitted->job) {
     out["job"] = parse_json_or_discarded(submitted->job->json);
   }
+  protocol::add_publication(out, {submitted->published_under, submitted->client_key_refused});
   const auto wait = std::chrono::seconds(std::atoll(cli.option("wait", "0").c_str()));
   if (wait.count() > 0 && submitted->job && !submitted->job->finished()) {
     auto done = cli.client->job(submitted->job->id, wait);
@@ -338,6 +339,10 @@ int cmd_submit(Cli& cli) {
     std::cout << protocol::json_text(out, 2) << "\n";
   } else {
     std::printf("%s: %s\n", submitted->status.c_str(), submitted->message.c_str());
+    if (!submitted->client_key_refused.empty()) {
+      std::printf("not published under %s: %s\n", cli.option("key").c_str(),
+                  submitted->client_key_refused.c_str());
+    }
     if (out.contains("job")) {
       print_job(out["job"]);
     }

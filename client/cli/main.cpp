@@ -59,6 +59,8 @@ compile jobs:
                                 submit a compile spec (JSON, see compiler/compile_spec.h);
                                 --pack-headers packs the headers it includes from this
                                 machine first (as pack-headers does)
+  token new                     print a fresh 256-bit token (base64url) and the
+                                sha256 = "..." line of kcached's [[tokens]] for it
   pack-headers SPEC.json [-I DIR]... [-o OUT]
                                 print the spec (or write OUT) with the headers it includes
                                 from the spec's -I dirs, then the DIRs, packed into
@@ -502,6 +504,9 @@ int main(int argc, char** argv) {
   if (command.empty()) {
     std::fputs(kUsageText, stderr);
     return kUsage;
+  }
+  if (command == "token") { // no daemon involved
+    return cmd_token(cli.args);
   }
   options.url = cli.option("url", options.url);
   options.token = cli.option("token", options.token);

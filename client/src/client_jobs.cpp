@@ -69,6 +69,9 @@ Result<Submitted> Client::submit(std::string_view key, std::string_view spec_jso
   out.status = status;
   out.message = doc.value("message", std::string());
   out.retry_after = std::chrono::milliseconds(doc.value("retry_after_ms", 0));
+  protocol::Publication publication = protocol::publication_from_json(doc);
+  out.published_under = std::move(publication.published_under);
+  out.client_key_refused = std::move(publication.client_key_refused);
   if (const auto job = doc.find("job"); job != doc.end() && job->is_object()) {
     auto parsed = parse_job(*job, protocol::json_text(*job), res->status);
     if (!parsed) {

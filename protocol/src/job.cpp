@@ -150,4 +150,31 @@ tl::expected<JobView, std::string> job_from_json_text(std::string_view text) {
   return job_from_json(parse_json_or_discarded(text));
 }
 
+void add_publication(json& answer, const Publication& publication) {
+  if (!publication.published_under.empty()) {
+    answer["published_under"] = publication.published_under;
+  }
+  if (!publication.client_key_refused.empty()) {
+    answer["client_key_refused"] = publication.client_key_refused;
+  }
+}
+
+Publication publication_from_json(const json& answer) {
+  Publication out;
+  if (!answer.is_object()) {
+    return out;
+  }
+  if (const auto keys = answer.find("published_under"); keys != answer.end() && keys->is_array()) {
+    for (const json& key : *keys) {
+      if (key.is_string()) {
+        out.published_under.push_back(key.get<std::string>());
+      }
+    }
+  }
+  if (const auto why = answer.find("client_key_refused"); why != answer.end() && why->is_string()) {
+    out.client_key_refused = why->get<std::string>();
+  }
+  return out;
+}
+
 } // namespace kcache::protocol

@@ -3,6 +3,7 @@
 // answers are rendered by protocol/admin.h, which the client reads them with.
 
 #include "responses.h"
+#include "scopes.h"
 
 #include <kcache/cachekey/key_manifest.h>
 #include <kcache/protocol/admin.h>
@@ -46,6 +47,15 @@ protocol::Entry entry_of(const storage::ActionRecord& record) {
   return entry;
 }
 
+// verify and gc walk every namespace.
+std::optional<Response> needs_admin_everywhere(const Request& req, const Principal& who) {
+  if (who.may_everywhere(Role::kAdmin)) {
+    return std::nullopt;
+  }
+  return error(req, http::status::forbidden,
+               "token '" + who.name + "' needs admin on \"*\" to " + std::string(req.target()));
+}
+
 } // namespace
 
 Response RequestHandler::entries(const Request& req, const RouteArgs& args) {
@@ -78,6 +88,13 @@ Response RequestHandler::entries(const Request& req, const RouteArgs& args) {
     return store_error(req, listed.error());
   }
   auto& items = *listed;
+  // Only what this token may read: action records of its namespaces (CAS
+  // blobs are content-addressed: any reader may see them).
+  if (!args.who.may_everywhere(Role::kRead)) {
+    std::erase_if(items, [&](const storage::ObjectInfo& info) {
+      return info.area == Area::kAction && !may_read_key(args.who, artifacts_, info.key);
+    });
+  }
   std::sort(items.begin(), items.end(),
             [&](const storage::ObjectInfo& a, const storage::ObjectInfo& b) {
               if (sort == "size") {
@@ -106,6 +123,9 @@ Response RequestHandler::entry(const Request& req, const RouteArgs& args) {
   const std::string_view key = args.param;
   if (!wire::is_valid_action_key(key)) {
     return error(req, http::status::bad_request, "invalid action key");
+  }
+  if (!may_read_key(args.who, artifacts_, key)) {
+    return error(req, http::status::not_found, "no action record for " + std::string(key));
   }
   auto record = artifacts_.get_record(key);
   if (!record) {
@@ -149,6 +169,9 @@ Response RequestHandler::stats(const Request& req, const RouteArgs& /*args*/) {
 }
 
 Response RequestHandler::verify(const Request& req, const RouteArgs& args) {
+  if (auto refused = needs_admin_everywhere(req, args.who)) {
+    return std::move(*refused);
+  }
   const std::string area = args.query.get("area");
   if (area != "ac" && area != "cas") {
     return error(req, http::status::bad_request, "area must be ac or cas");
@@ -169,6 +192,9 @@ Response RequestHandler::verify(const Request& req, const RouteArgs& args) {
 }
 
 Response RequestHandler::gc(const Request& req, const RouteArgs& args) {
+  if (auto refused = needs_admin_everywhere(req, args.who)) {
+    return std::move(*refused);
+  }
   const std::string max = args.query.get("max_size");
   std::uint64_t max_size = 0;
   const auto [ptr, ec] = std::from_chars(max.data(), max.data() + max.size(), max_size);

@@ -1,5 +1,8 @@
+#include "token_config.h"
+
 #include <kcache/protocol/enum_names.h>
 #include <kcache/service/config.h>
+#include <kcache/service/tokens.h>
 #include <kcache/storage/store_factory.h>
 
 #include <boost/asio/ip/address.hpp>
@@ -235,19 +238,50 @@ tl::expected<ServiceConfig, std::string> load_config_file(const std::string& pat
       }
     }
   }
-  if (const toml::array* tokens = doc["tokens"].as_array()) {
-    for (const toml::node& node : *tokens) {
-      const toml::table* t = node.as_table();
-      auto token = t ? (*t)["token"].value<std::string>() : std::nullopt;
-      auto role_name = t ? (*t)["role"].value<std::string>() : std::nullopt;
-      if (!token || token->empty() || !role_name) {
-        return fail(path + ": every [[tokens]] entry needs a non-empty token and a role");
+  // Signed action records (issue 14).
+  if (const toml::node* n = doc.get("signing")) {
+    const toml::table* signing = n->as_table();
+    if (signing == nullptr) {
+      return fail(path + ": signing must be a table ([signing])");
+    }
+    if (const toml::node* v = signing->get("key_file")) {
+      if (!v->is_string()) {
+        return fail(path + ": signing.key_file must be a string");
       }
-      auto role = parse_role(*role_name);
-      if (!role) {
-        return fail(path + ": " + role.error());
+      c.signing.key_file = *v->value<std::string>();
+    }
+    if (const toml::node* v = signing->get("trusted_keys")) {
+      const toml::array* paths = v->as_array();
+      if (paths == nullptr ||
+          (!paths->empty() && !paths->is_homogeneous(toml::node_type::string))) {
+        return fail(path + ": signing.trusted_keys must be a list of paths (strings)");
       }
-      c.tokens.push_back(Token{*token, *role});
+      for (const toml::node& key_path : *paths) {
+        c.signing.trusted_keys.push_back(*key_path.value<std::string>());
+      }
+    }
+  }
+  // Tokens (tokens.h): this file's [[tokens]] (plaintext only when the file
+  // is private), then token_file's; every one checked at start-up.
+  {
+    auto is_private = file_is_private(path);
+    auto tokens = tokens_from_toml(doc, path, is_private.value_or(false), c.tokens.size());
+    if (!tokens) {
+      return tl::unexpected(tokens.error());
+    }
+    c.tokens.insert(c.tokens.end(), tokens->begin(), tokens->end());
+    if (const toml::node* n = doc.get("token_file")) {
+      if (!n->is_string()) {
+        return fail(path + ": token_file must be a string");
+      }
+      auto more = load_token_file(*n->value<std::string>(), c.tokens.size());
+      if (!more) {
+        return tl::unexpected(more.error());
+      }
+      c.tokens.insert(c.tokens.end(), more->begin(), more->end());
+    }
+    if (auto unique = check_unique_tokens(c.tokens); !unique) {
+      return fail(path + ": " + unique.error());
     }
   }
   return c;
@@ -296,6 +330,11 @@ usage: kcached [--config FILE] [options]
   --tls-key PATH         its private key (PEM); SIGHUP reloads both
   --tls-client-ca PATH   require client certificates signed by this CA (mTLS)
   --allow-plain-http     allow a plain TCP listener on a non-loopback address with tokens
+  --signing-key PATH     Ed25519 key that signs stored records (default DATA_DIR/signing.pem,
+                         generated on first start)
+  --trusted-keys PATH    public keys (a PEM file or a directory of them) whose records a shared
+                         tier may serve; repeat it; replaces [signing] trusted_keys
+  --print-public-key     print this node's public key (PEM) for other nodes' trusted_keys, and exit
 )";
 }
 
@@ -311,6 +350,7 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
     }
   }
   bool store_flags = false;
+  bool trusted_flags = false;
   std::string_view tier_flag; // the last of --memory-capacity, --disk-capacity, --redis-url
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
@@ -323,6 +363,10 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
     }
     if (flag == "--allow-plain-http") {
       c.allow_plain_http = true;
+      continue;
+    }
+    if (flag == "--print-public-key") {
+      c.signing.print_public_key = true;
       continue;
     }
     if (i + 1 >= argc) {
@@ -370,6 +414,14 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
        : flag == "--send-memory"     ? c.limits.send_memory_bytes
        : flag == "--max-spec-bytes"  ? c.jobs.max_spec_bytes
                                      : c.limits.max_body_bytes) = *size;
+    } else if (flag == "--signing-key") {
+      c.signing.key_file = value;
+    } else if (flag == "--trusted-keys") {
+      if (!trusted_flags) {
+        c.signing.trusted_keys.clear(); // flags replace the file's list
+        trusted_flags = true;
+      }
+      c.signing.trusted_keys.push_back(value);
     } else if (flag == "--tls-cert") {
       c.tls.cert_file = value;
     } else if (flag == "--tls-key") {

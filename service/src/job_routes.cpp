@@ -2,13 +2,15 @@
 // and cancel compile jobs.
 
 #include "responses.h"
+#include "scopes.h"
 
-#include <kcache/cachekey/sha256.h>
 #include <kcache/protocol/admin.h>
 #include <kcache/protocol/json_text.h>
 #include <kcache/service/job_manager.h>
+#include <kcache/service/key_namespace.h>
 #include <kcache/service/request_handler.h>
 
+#include <algorithm>
 #include <charconv>
 
 namespace kcache::service {
@@ -23,18 +25,26 @@ std::size_t parse_limit(const std::string& text, std::size_t fallback) {
   return value;
 }
 
-// Whose quota a submission counts against: its bearer token, by a digest (a
-// token has no name, and the token itself must not reach logs or listings).
-// Without one, every client shares the anonymous quota (the handler does not
-// see the peer's address).
-std::string submitter_of(const Request& req) {
-  const std::string_view auth = req[http::field::authorization];
-  constexpr std::string_view kBearer = "Bearer ";
-  if (!auth.starts_with(kBearer)) {
-    return {};
+// Whether `who` may see (read) or cancel (submit) `job`: its submitter may;
+// others need the role in the namespace of one of its client keys, or, for
+// a job published under its compile key only, the role anywhere.
+bool may_touch_job(const Principal& who, const Job& job, Role need) {
+  if (who.name == job.submitter || who.may_everywhere(need)) {
+    return true;
   }
-  return "token " +
-         cachekey::to_hex(cachekey::Sha256::of(auth.substr(kBearer.size()))).substr(0, 12);
+  bool client_keys = false;
+  for (const std::string& key : job.keys) {
+    if (key == job.compile_key) {
+      continue;
+    }
+    client_keys = true;
+    const KeyScope scope = key_scope(key);
+    if (scope.kind == KeyScope::Kind::kCompile ? who.may_somewhere(need)
+                                               : who.may(need, scope.ns)) {
+      return true;
+    }
+  }
+  return !client_keys && who.may_somewhere(need);
 }
 
 // Room for the submission's other members around its spec.
@@ -63,7 +73,9 @@ Response RequestHandler::list_jobs(const Request& req, const RouteArgs& args) {
   // shows no spec, so the service's own members of Job do not appear).
   protocol::JobList list;
   for (Job& job : jobs_->list(state, parse_limit(args.query.get("limit"), 100))) {
-    list.jobs.push_back(std::move(job));
+    if (may_touch_job(args.who, job, Role::kRead)) { // only namespaces it may read
+      list.jobs.push_back(std::move(job));
+    }
   }
   const JobCounts c = jobs_->counts();
   list.counts = {c.queued, c.running, c.finished, c.workers, c.queue_capacity};
@@ -74,20 +86,37 @@ Response RequestHandler::show_job(const Request& req, const RouteArgs& args) {
   if (jobs_ == nullptr) {
     return no_workers(req);
   }
-  return job_response(req, jobs_->find(std::string(args.param)), args.param);
+  auto job = jobs_->find(std::string(args.param));
+  if (job && !may_touch_job(args.who, *job, Role::kRead)) {
+    job.reset(); // as if there were none
+  }
+  return job_response(req, job, args.param);
 }
 
 Response RequestHandler::cancel_job(const Request& req, const RouteArgs& args) {
   if (jobs_ == nullptr) {
     return no_workers(req);
   }
-  return job_response(req, jobs_->cancel(std::string(args.param)), args.param);
+  const std::string id(args.param);
+  if (auto job = jobs_->find(id); !job || !may_touch_job(args.who, *job, Role::kRead)) {
+    return job_response(req, std::nullopt, id);
+  } else if (!may_touch_job(args.who, *job, Role::kSubmit)) {
+    return error(req, http::status::forbidden,
+                 "token '" + args.who.name + "' may not cancel job " + id +
+                     " (its submitter may, or the submit role in its namespace)");
+  }
+  return job_response(req, jobs_->cancel(id), id);
 }
 
 void RequestHandler::wait_for_job(const Request& request, const RouteArgs& args,
                                   std::chrono::milliseconds wait, const Responder& respond) {
   if (jobs_ == nullptr) {
     respond(handle(request));
+    return;
+  }
+  if (auto job = jobs_->find(std::string(args.param));
+      !job || !may_touch_job(args.who, *job, Role::kRead)) {
+    respond(handle(request)); // 404 at once
     return;
   }
   // The answer comes from the job manager, on its thread.
@@ -136,7 +165,7 @@ std::optional<Response> RequestHandler::refuse_submission_head(const Request& he
   return std::nullopt;
 }
 
-Response RequestHandler::submit_job(const Request& req, const RouteArgs& /*args*/) {
+Response RequestHandler::submit_job(const Request& req, const RouteArgs& args) {
   if (jobs_ == nullptr) {
     return no_workers(req);
   }
@@ -153,7 +182,7 @@ Response RequestHandler::submit_job(const Request& req, const RouteArgs& /*args*
                  R"(expected {"spec": {...compile spec...}, "key": "...", "priority": 0})");
   }
   Submission submission;
-  submission.submitter = submitter_of(req);
+  submission.submitter = args.who.name;
   const json& spec = doc["spec"];
   submission.spec_json = spec.is_string() ? spec.get<std::string>() : protocol::json_text(spec);
   if (const auto key = doc.find("key"); key != doc.end()) {
@@ -161,6 +190,23 @@ Response RequestHandler::submit_job(const Request& req, const RouteArgs& /*args*
       return error(req, http::status::bad_request, "key must be a string");
     }
     submission.key = key->get<std::string>();
+  }
+  // The job's namespace is its client key's: submitting there needs the
+  // submit role there (a job under the compile key only: anywhere).
+  protocol::Publication publication;
+  if (!submission.key.empty()) {
+    const KeyScope scope = key_scope(submission.key);
+    if (scope.kind == KeyScope::Kind::kNamed && !args.who.may(Role::kSubmit, scope.ns)) {
+      return error(req, http::status::forbidden,
+                   "token '" + args.who.name + "' may not submit jobs in namespace '" + scope.ns +
+                       "' (it needs the submit role there)");
+    }
+    // Publishing under the client's key is a write of it (issue 14): without
+    // the write role there, the result goes under the compile key only.
+    if (auto refused = write_refusal(args.who, submission.key, nullptr)) {
+      publication.client_key_refused = std::move(*refused);
+      submission.key.clear();
+    }
   }
   if (const auto tuning = doc.find("tuning_class"); tuning != doc.end()) {
     if (!tuning->is_string()) {
@@ -179,7 +225,15 @@ Response RequestHandler::submit_job(const Request& req, const RouteArgs& /*args*
   json body{{"status", submit_status_name(result.status)}, {"message", result.message}};
   if (result.job) {
     body["job"] = job_json(*result.job, /*with_spec=*/false);
+    // Where this submission's result goes (not the keys other submitters joined with).
+    publication.published_under.push_back(result.job->compile_key);
   }
+  if (!submission.key.empty() &&
+      std::find(publication.published_under.begin(), publication.published_under.end(),
+                submission.key) == publication.published_under.end()) {
+    publication.published_under.push_back(submission.key);
+  }
+  protocol::add_publication(body, publication);
   http::status status = http::status::ok;
   switch (result.status) {
   case SubmitStatus::kQueued:

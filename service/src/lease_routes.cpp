@@ -3,6 +3,7 @@
 // holder's put.
 
 #include "responses.h"
+#include "scopes.h"
 
 #include <kcache/protocol/lease.h>
 #include <kcache/protocol/wire.h>
@@ -37,6 +38,12 @@ Response RequestHandler::lease(const Request& req, const RouteArgs& args) {
   }
   if (!protocol::wire::is_valid_action_key(key)) {
     return error(req, http::status::bad_request, "invalid key");
+  }
+  if (auto refused = stored_write_refusal(args.who, artifacts_, key, Role::kWrite)) {
+    // A namespace this token may not read answers as if nothing were there.
+    return may_read_key(args.who, artifacts_, key)
+               ? error(req, http::status::forbidden, std::move(*refused))
+               : error(req, http::status::not_found, "no lease for " + std::string(key));
   }
   const std::string k(key);
   const std::string token = query.get("token");

@@ -2,11 +2,14 @@
 // tokens, 404/405/403, metrics per route, and the long-poll hand-off.
 
 #include "responses.h"
+#include "scopes.h"
 
 #include <kcache/protocol/url.h>
+#include <kcache/service/key_namespace.h>
 #include <kcache/service/lease_table.h>
 #include <kcache/service/request_handler.h>
 #include <kcache/service/routes.h>
+#include <kcache/service/tokens.h>
 
 #include <algorithm>
 #include <charconv>
@@ -30,9 +33,13 @@ std::string allowed_methods(std::string_view path) {
 
 RequestHandler::RequestHandler(storage::Store& store, std::vector<TierView> tiers,
                                MetricsRegistry& metrics, std::vector<Token> tokens,
-                               JobManager* jobs, LeaseTable* leases)
-    : store_(store), artifacts_(store), tiers_(std::move(tiers)), metrics_(metrics),
+                               JobManager* jobs, LeaseTable* leases,
+                               const storage::RecordSigner* signer)
+    : store_(store), artifacts_(store, signer), tiers_(std::move(tiers)), metrics_(metrics),
       tokens_(std::move(tokens)), jobs_(jobs), leases_(leases) {
+  for (const Token& token : tokens_) {
+    principals_.push_back(Principal::of(token));
+  }
   labels_.emplace_back("unknown");
   for (const Route& route : route_table()) {
     if (std::find(labels_.begin(), labels_.end(), route.label) == labels_.end()) {
@@ -77,10 +84,12 @@ struct RequestHandler::Prepared {
   std::string_view param;       // what the route's pattern captured
   std::string_view label = "unknown";
   std::optional<Response> rejected; // set when the request may not go on
+  const Principal* who = nullptr;   // set once authenticated (anonymous_ without tokens)
 };
 
 RequestHandler::Prepared RequestHandler::prepare(const Request& request) const {
   Prepared p;
+  p.who = tokens_.empty() ? &anonymous_ : &unauthenticated_;
   const std::string_view target(request.target().data(), request.target().size());
   const auto qmark = target.find('?');
   p.path = target.substr(0, qmark);
@@ -103,22 +112,17 @@ RequestHandler::Prepared RequestHandler::prepare(const Request& request) const {
     }
   }
   // No tokens configured: open (single-user or trusted network).
-  Role role = Role::kAdmin;
   const Route* row = p.route != nullptr ? p.route : path_route;
   const bool open = row != nullptr && !row->role;
   if (!tokens_.empty() && !open) {
-    const auto auth = request[http::field::authorization];
-    const std::string_view bearer = "Bearer ";
-    const auto it = std::find_if(tokens_.begin(), tokens_.end(), [&](const Token& t) {
-      return auth.size() == bearer.size() + t.token.size() && auth.starts_with(bearer) &&
-             auth.substr(bearer.size()) == t.token;
-    });
-    if (it == tokens_.end()) {
+    const auto bearer = bearer_token(request[http::field::authorization]);
+    const Token* token = bearer ? find_token(tokens_, *bearer) : nullptr;
+    if (token == nullptr) {
       p.rejected = error(request, http::status::unauthorized, "missing or unknown bearer token");
       p.rejected->set(http::field::www_authenticate, "Bearer");
       return p;
     }
-    role = it->role;
+    p.who = &principals_[static_cast<std::size_t>(token - tokens_.data())];
   }
   if (path_route == nullptr) {
     p.rejected = error(request, http::status::not_found, "no route for " + std::string(p.path));
@@ -127,7 +131,7 @@ RequestHandler::Prepared RequestHandler::prepare(const Request& request) const {
     p.rejected = error(request, http::status::method_not_allowed,
                        std::string(request.method_string()) + " is not allowed here");
     p.rejected->set(http::field::allow, allowed_methods(p.path));
-  } else if (p.route->role && role < *p.route->role) {
+  } else if (p.route->role && !p.who->may_somewhere(*p.route->role)) {
     // Counted under "unknown", as refusals always were.
     p.rejected = error(request, http::status::forbidden,
                        "this token's role may not " + std::string(request.method_string()) + " " +
@@ -135,16 +139,26 @@ RequestHandler::Prepared RequestHandler::prepare(const Request& request) const {
                            std::string(role_name(*p.route->role)) + " role)");
   } else {
     p.label = p.route->label;
+    // An upload under a key whose namespace the key itself names (or a kcc-
+    // key) is refused on its head, before its body is read; a kc1- key's
+    // namespace is in the body's manifest, checked by the handler.
+    if (request.method() == http::verb::put && (p.label == "artifacts" || p.label == "ac") &&
+        key_scope(p.param).kind != KeyScope::Kind::kManifest) {
+      if (auto refused = write_refusal(*p.who, p.param, nullptr)) {
+        p.rejected = error(request, http::status::forbidden, std::move(*refused));
+      }
+    }
   }
   return p;
 }
 
 Response RequestHandler::respond_now(const Request& request, const Prepared& prepared) {
   const auto start = std::chrono::steady_clock::now();
-  Response response = prepared.rejected
-                          ? *prepared.rejected
-                          : (this->*prepared.route->handler)(
-                                request, RouteArgs{prepared.param, prepared.query, prepared.label});
+  Response response =
+      prepared.rejected
+          ? *prepared.rejected
+          : (this->*prepared.route->handler)(
+                request, RouteArgs{prepared.param, prepared.query, prepared.label, *prepared.who});
   record_metrics(prepared.label, request.method(), response.result_int(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   // A stored artifact ends the single-flight lease on its key: waiters wake and hit.
@@ -193,9 +207,9 @@ void RequestHandler::handle_async(const Request& request, const Responder& respo
     respond(respond_now(request, prepared));
     return;
   }
-  (this->*prepared.route->waiter)(request,
-                                  RouteArgs{prepared.param, prepared.query, prepared.label},
-                                  std::chrono::milliseconds(wait_ms), respond);
+  (this->*prepared.route->waiter)(
+      request, RouteArgs{prepared.param, prepared.query, prepared.label, *prepared.who},
+      std::chrono::milliseconds(wait_ms), respond);
 }
 
 Response RequestHandler::healthz(const Request& req, const RouteArgs& /*args*/) {

@@ -2,6 +2,7 @@
 // (record + files in one body) and batch gets.
 
 #include "responses.h"
+#include "scopes.h"
 
 #include <kcache/cachekey/key_manifest.h>
 #include <kcache/cachekey/sha256.h>
@@ -19,6 +20,10 @@ using nlohmann::json;
 using storage::Area;
 
 namespace {
+
+Response forbidden(const Request& req, std::string message) {
+  return error(req, http::status::forbidden, std::move(message));
+}
 
 Response head_response(const Request& req, bool found) {
   Response res{found ? http::status::ok : http::status::not_found, req.version()};
@@ -46,12 +51,20 @@ Response RequestHandler::action(const Request& req, const RouteArgs& args) {
     return error(req, http::status::bad_request,
                  "invalid action key (1-512 characters of [A-Za-z0-9._:+=-])");
   }
+  // A namespace this token may not read answers as a miss would.
+  const bool readable = may_read_key(args.who, artifacts_, key);
   switch (req.method()) {
   case http::verb::head: {
+    if (!readable) {
+      return head_response(req, false);
+    }
     auto found = store_.contains(Area::kAction, key);
     return found ? head_response(req, *found) : store_error(req, found.error());
   }
   case http::verb::get: {
+    if (!readable) {
+      return error(req, http::status::not_found, "no action record for " + std::string(key));
+    }
     auto record = artifacts_.get_record(key);
     if (!record) {
       return store_error(req, record.error());
@@ -69,6 +82,10 @@ Response RequestHandler::action(const Request& req, const RouteArgs& args) {
     if (record->key != key) {
       return error(req, http::status::bad_request, "the record's key differs from the URL's");
     }
+    if (auto refused =
+            write_refusal(args.who, key, record->manifest ? &*record->manifest : nullptr)) {
+      return forbidden(req, std::move(*refused));
+    }
     json missing = json::array();
     for (const storage::OutputRef& out : record->outputs) {
       auto present = store_.contains(Area::kCas, out.digest);
@@ -85,15 +102,19 @@ Response RequestHandler::action(const Request& req, const RouteArgs& args) {
                            json{{"error", "the record names blobs missing from the CAS"},
                                 {"missing", std::move(missing)}});
     }
-    if (record->created_ms == 0) {
-      record->created_ms = storage::unix_now_ms();
-    }
-    if (auto ok = store_.put(Area::kAction, key, storage::record_to_json(*record)); !ok) {
+    record->writer = args.who.name; // signed: this node vouches for who stored it
+    if (auto ok = artifacts_.put_record(std::move(*record)); !ok) {
       return store_error(req, ok.error());
     }
     return json_response(req, http::status::created, json{{"key", key}});
   }
   default: { // DELETE
+    if (!readable) {
+      return error(req, http::status::not_found, "no action record for " + std::string(key));
+    }
+    if (auto refused = stored_write_refusal(args.who, artifacts_, key, Role::kAdmin)) {
+      return forbidden(req, std::move(*refused));
+    }
     if (auto ok = store_.remove(Area::kAction, key); !ok) {
       return store_error(req, ok.error());
     }
@@ -134,6 +155,11 @@ Response RequestHandler::cas(const Request& req, const RouteArgs& args) {
     return json_response(req, http::status::created, json{{"digest", digest}});
   }
   default: {
+    // A blob may back entries of every namespace.
+    if (!args.who.may_everywhere(Role::kAdmin)) {
+      return forbidden(req,
+                       "deleting a CAS blob needs admin on \"*\" (token '" + args.who.name + "')");
+    }
     if (auto ok = store_.remove(Area::kCas, digest); !ok) {
       return store_error(req, ok.error());
     }
@@ -149,6 +175,9 @@ Response RequestHandler::artifact(const Request& req, const RouteArgs& args) {
                  "invalid action key (1-512 characters of [A-Za-z0-9._:+=-])");
   }
   if (req.method() == http::verb::get) {
+    if (!may_read_key(args.who, artifacts_, key)) {
+      return error(req, http::status::not_found, "no artifact for " + std::string(key));
+    }
     auto found = artifacts_.get(key);
     if (!found) {
       return store_error(req, found.error());
@@ -176,6 +205,7 @@ Response RequestHandler::artifact(const Request& req, const RouteArgs& args) {
   }
   storage::ActionRecord record;
   record.key = std::string(key);
+  record.writer = args.who.name;
   record.producer = std::move(head->producer);
   record.metadata = std::move(head->metadata);
   if (!head->manifest_json.empty()) {
@@ -184,6 +214,9 @@ Response RequestHandler::artifact(const Request& req, const RouteArgs& args) {
       return error(req, http::status::bad_request, manifest.error().message);
     }
     record.manifest = std::move(*manifest);
+  }
+  if (auto refused = write_refusal(args.who, key, record.manifest ? &*record.manifest : nullptr)) {
+    return forbidden(req, std::move(*refused));
   }
   std::vector<storage::ArtifactFile> files;
   for (std::size_t i = 1; i < parts->size(); ++i) {
@@ -198,7 +231,7 @@ Response RequestHandler::artifact(const Request& req, const RouteArgs& args) {
   return make(req, http::status::created, storage::record_to_json(*stored), wire::kJsonContentType);
 }
 
-Response RequestHandler::batch_get(const Request& req, const RouteArgs& /*args*/) {
+Response RequestHandler::batch_get(const Request& req, const RouteArgs& args) {
   const json doc = protocol::parse_json_or_discarded(req.body());
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("keys") || !doc["keys"].is_array()) {
     return error(req, http::status::bad_request, "expected {\"keys\": [...]}");
@@ -214,6 +247,11 @@ Response RequestHandler::batch_get(const Request& req, const RouteArgs& /*args*/
                    "invalid key in batch: " + protocol::json_text(k));
     }
     const auto& key = k.get_ref<const std::string&>();
+    // Keys of namespaces this token may not read are misses.
+    if (!may_read_key(args.who, artifacts_, key)) {
+      out.push_back({key, std::string()});
+      continue;
+    }
     auto found = artifacts_.get(key);
     // A tier that cannot answer is a miss here: one bad key must not fail the batch.
     out.push_back({key, found && found->has_value() ? wire::encode_parts(artifact_parts(**found))

@@ -12,8 +12,12 @@
 #include <kcache/compiler/expression.h>
 #include <kcache/compiler/spec_check.h>
 #include <kcache/compiler/worker_protocol.h>
+#include <kcache/protocol/json_text.h>
+#include <kcache/protocol/record_signature.h>
 #include <kcache/protocol/wire.h>
 #include <kcache/service/job.h>
+#include <kcache/service/key_namespace.h>
+#include <kcache/service/tokens.h>
 #include <kcache/storage/artifact_store.h>
 #include <kcache/storage/value_frame.h>
 
@@ -77,6 +81,71 @@ void parse_flags(std::string_view input) {
   }
 }
 
+void auth_parsers(std::uint8_t selector, std::string_view input) {
+  namespace sv = kcache::service;
+  if (selector % 2 == 0) {
+    // "header\nkey\npattern": the header's token, the key's namespace, the pattern.
+    const std::size_t first = std::min(input.find('\n'), input.size());
+    const std::size_t second = std::min(input.find('\n', first + 1), input.size());
+    const std::string_view header = input.substr(0, first);
+    const std::string_view key =
+        input.substr(std::min(first + 1, input.size()), second - std::min(first + 1, second));
+    const std::string_view pattern = input.substr(std::min(second + 1, input.size()));
+    const std::vector<sv::Token> tokens = {
+        sv::make_token("t", "0123456789abcdef0123456789abcdef", {{"*", sv::Role::kRead}})};
+    if (auto token = sv::bearer_token(header)) {
+      if (token->empty() || token->find(' ') != std::string_view::npos) {
+        std::abort(); // a parsed token is one non-empty word
+      }
+      (void)sv::find_token(tokens, *token);
+    }
+    const sv::KeyScope scope = sv::key_scope(key);
+    if (!sv::glob_match("*", scope.ns) || !sv::glob_match(pattern, pattern)) {
+      std::abort(); // "*" matches anything; a pattern matches its own text
+    }
+    (void)sv::glob_match(pattern, scope.ns);
+    const sv::Principal who{"fuzz", {{std::string(pattern), sv::Role::kWrite}}};
+    (void)who.may(sv::Role::kWrite, scope.ns);
+    return;
+  }
+  (void)sv::parse_token_file_text(input, "fuzz.toml", /*source_private=*/selector % 4 == 1);
+  (void)sv::token_entropy_bits(input);
+}
+
+// 0xB0-0xBF: signed action records (issue 14): a record's signed fields and
+// signature member, verified against one trusted key; or base64 and PEM.
+void signature_parsers(std::uint8_t selector, std::string_view input) {
+  namespace pr = kcache::protocol;
+  if (selector % 2 == 0) {
+    static const pr::TrustedKeys trusted = [] {
+      pr::TrustedKeys keys;
+      keys.add(*pr::SigningKey::generate());
+      return keys;
+    }();
+    const nlohmann::json doc = pr::parse_json_or_discarded(input);
+    const bool has_key = doc.is_object() && doc.contains("key") && doc["key"].is_string();
+    const std::string key = has_key ? doc["key"].get<std::string>() : std::string();
+    if (auto verified = pr::verify_record(key, doc, trusted)) {
+      std::abort(); // nothing but the key's holder can sign, and the fuzzer has not got it
+    }
+    if (doc.is_object() && doc.contains("signature")) {
+      if (auto sig = pr::record_signature_from_json(doc["signature"])) {
+        if (pr::record_signature_from_json(pr::to_json(*sig)) != sig) {
+          std::abort(); // a parsed signature round-trips
+        }
+      }
+    }
+    return;
+  }
+  if (auto bytes = pr::base64_decode(input)) {
+    if (pr::base64_encode(*bytes) != input) {
+      std::abort(); // strict decoding: one spelling per value
+    }
+  }
+  pr::TrustedKeys keys;
+  (void)keys.add_pem(input, "fuzz.pem");
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -99,6 +168,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     } else {
       parse_flags(input);
     }
+    return 0;
+  }
+  // 0xC0-0xCF: what authenticates a request (issue 14): an Authorization
+  // header, then its token looked up and the key's namespace matched against
+  // glob patterns; or a token file.
+  if (data[0] >= 0xC0 && data[0] < 0xD0) {
+    auth_parsers(data[0], input);
+    return 0;
+  }
+  if (data[0] >= 0xB0 && data[0] < 0xC0) {
+    signature_parsers(data[0], input);
     return 0;
   }
   if (data[0] >= 0xF0) {

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 namespace kcache::service {
 namespace {
@@ -17,16 +18,33 @@ std::string write_temp(const std::string& text) {
   return path.string();
 }
 
-TEST(Config, TheShippedExampleLoads) {
-  auto c = load_config_file(KCACHE_SOURCE_DIR "/deploy/kcached.toml");
+// The example ships no working secret: it loads once its placeholders are
+// replaced with `kcache token new`'s sha256 lines, and not before.
+TEST(Config, TheShippedExampleLoadsOnceItsTokensAreReplaced) {
+  const std::string example = KCACHE_SOURCE_DIR "/deploy/kcached.toml";
+  auto refused = load_config_file(example);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().find("sha256 is still the example's placeholder"), std::string::npos)
+      << refused.error();
+  EXPECT_NE(refused.error().find("kcache token new"), std::string::npos) << refused.error();
+  std::ifstream in(example);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  int n = 0;
+  for (std::size_t at = 0; (at = text.find("<replace: kcache token new>")) != std::string::npos;) {
+    text.replace(at, 27, std::string(63, 'a') + std::to_string(n++));
+  }
+  auto c = load_config_file(write_temp(text));
   ASSERT_TRUE(c.has_value()) << c.error();
-  EXPECT_EQ(c->listen, "0.0.0.0:7070");
+  EXPECT_EQ(c->listen, "127.0.0.1:7070");
   EXPECT_EQ(c->disk_capacity, 200ULL << 30);
   EXPECT_EQ(c->limits.max_body_bytes, 2ULL << 30);
   EXPECT_EQ(c->limits.idle_timeout, std::chrono::seconds(120));
   ASSERT_EQ(c->tokens.size(), 4U);
-  EXPECT_EQ(c->tokens[1].role, Role::kSubmit);
-  EXPECT_EQ(c->tokens[3].role, Role::kAdmin);
+  EXPECT_EQ(c->tokens[1].name, "ci");
+  ASSERT_EQ(c->tokens[1].roles.size(), 1U);
+  EXPECT_EQ(c->tokens[1].roles[0].role, Role::kSubmit);
+  ASSERT_EQ(c->tokens[2].roles.size(), 2U); // roles per namespace pattern
+  EXPECT_EQ(c->tokens[3].roles[0].role, Role::kAdmin);
   EXPECT_EQ(c->jobs.workers, 8U);
   EXPECT_EQ(c->jobs.queue_capacity, 4096U);
   EXPECT_EQ(c->jobs.negative_ttl, std::chrono::seconds(300));
@@ -142,7 +160,8 @@ TEST(Config, ClearErrors) {
   EXPECT_NE(
       load_config_file(write_temp("disk_capacity = \"lots\"\n")).error().find("disk_capacity"),
       std::string::npos);
-  EXPECT_NE(load_config_file(write_temp("[[tokens]]\nrole = \"root\"\ntoken = \"t\"\n"))
+  EXPECT_NE(load_config_file(write_temp("[[tokens]]\nrole = \"root\"\nsha256 = \"" +
+                                         std::string(64, 'a') + "\"\n"))
                 .error()
                 .find("unknown role"),
             std::string::npos);

@@ -5,6 +5,7 @@
 
 #include "kcached_process.h"
 #include "process_memory.h"
+#include "strong_token.h"
 
 #include <kcache/client/client.h>
 
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -38,8 +40,8 @@ using testing::rss_mb;
 // ASan's shadow and quarantine hold freed memory: RSS bounds are looser there.
 constexpr double kRssSlackMb = kSanitized ? 400.0 : 100.0;
 
-constexpr const char* kReadToken = "reader-token";
-constexpr const char* kWriteToken = "writer-token";
+const std::string kReadToken = testing::strong_token("reader");
+const std::string kWriteToken = testing::strong_token("writer");
 const std::string kDigest(64, 'a');
 
 // A config file with a reader and a writer token, in `dir`.
@@ -47,6 +49,9 @@ std::string token_config(const testing::TempDir& dir) {
   std::string path = (dir.path() / "tokens.toml").string();
   std::ofstream(path) << "[[tokens]]\ntoken = \"" << kReadToken << "\"\nrole = \"read\"\n"
                       << "[[tokens]]\ntoken = \"" << kWriteToken << "\"\nrole = \"write\"\n";
+  // Plaintext tokens only in a file others cannot read (kcached refuses it otherwise).
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read |
+                                         std::filesystem::perms::owner_write);
   return path;
 }
 

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <strong_token.h>
 
 #include <thread>
 
@@ -262,13 +263,19 @@ TEST_F(HandlerTest, MetricsCountRequestsAndStoreActivity) {
   EXPECT_NE(text.find("# TYPE kcache_http_request_duration_seconds histogram"), std::string::npos);
 }
 
+// Strong tokens (kcached refuses weak ones), one per role.
+const std::string kReadToken = kcache::testing::strong_token("reader");
+const std::string kSubmitToken = kcache::testing::strong_token("submitter");
+const std::string kWriteToken = kcache::testing::strong_token("writer");
+const std::string kAdminToken = kcache::testing::strong_token("admin");
+
 class AuthTest : public HandlerTest {
 protected:
   AuthTest()
-      : HandlerTest({{"r-token", Role::kRead},
-                     {"s-token", Role::kSubmit},
-                     {"w-token", Role::kWrite},
-                     {"a-token", Role::kAdmin}}) {}
+      : HandlerTest({make_token("r", kReadToken, {{"*", Role::kRead}}),
+                     make_token("s", kSubmitToken, {{"*", Role::kSubmit}}),
+                     make_token("w", kWriteToken, {{"*", Role::kWrite}}),
+                     make_token("a", kAdminToken, {{"*", Role::kAdmin}})}) {}
 };
 
 TEST_F(AuthTest, RolesGateMethods) {
@@ -277,34 +284,34 @@ TEST_F(AuthTest, RolesGateMethods) {
   EXPECT_EQ(call(http::verb::get, "/healthz").result(), http::status::ok); // open
   EXPECT_EQ(call(http::verb::get, target).result(), http::status::unauthorized);
   EXPECT_EQ(call(http::verb::get, target, "", "wrong").result(), http::status::unauthorized);
-  EXPECT_EQ(call(http::verb::get, target, "", "r-token").result(), http::status::not_found);
-  EXPECT_EQ(call(http::verb::put, target, blob, "r-token").result(), http::status::forbidden);
-  EXPECT_EQ(call(http::verb::put, target, blob, "w-token").result(), http::status::created);
-  EXPECT_EQ(call(http::verb::delete_, target, "", "w-token").result(), http::status::forbidden);
-  EXPECT_EQ(call(http::verb::post, "/v1/admin/gc?max_size=0", "", "w-token").result(),
+  EXPECT_EQ(call(http::verb::get, target, "", kReadToken).result(), http::status::not_found);
+  EXPECT_EQ(call(http::verb::put, target, blob, kReadToken).result(), http::status::forbidden);
+  EXPECT_EQ(call(http::verb::put, target, blob, kWriteToken).result(), http::status::created);
+  EXPECT_EQ(call(http::verb::delete_, target, "", kWriteToken).result(), http::status::forbidden);
+  EXPECT_EQ(call(http::verb::post, "/v1/admin/gc?max_size=0", "", kWriteToken).result(),
             http::status::forbidden);
-  EXPECT_EQ(call(http::verb::delete_, target, "", "a-token").result(), http::status::ok);
+  EXPECT_EQ(call(http::verb::delete_, target, "", kAdminToken).result(), http::status::ok);
 }
 
 TEST_F(AuthTest, RefusalsNameTheRoleARouteNeeds) {
-  auto r = call(http::verb::post, "/v1/admin/gc?max_size=0", "", "w-token");
+  auto r = call(http::verb::post, "/v1/admin/gc?max_size=0", "", kWriteToken);
   EXPECT_EQ(r.result(), http::status::forbidden);
   EXPECT_EQ(json::parse(r.body())["error"],
             "this token's role may not POST /v1/admin/gc (it needs the admin role)");
   // Unknown tokens are refused before anything is said about the path.
   EXPECT_EQ(call(http::verb::get, "/v2/nothing").result(), http::status::unauthorized);
-  EXPECT_EQ(call(http::verb::get, "/v2/nothing", "", "r-token").result(), http::status::not_found);
+  EXPECT_EQ(call(http::verb::get, "/v2/nothing", "", kReadToken).result(), http::status::not_found);
   EXPECT_EQ(call(http::verb::head, "/healthz").result(), http::status::ok);
 }
 
 // A batch get only reads: a read-only trainer prefetches with it (issue 13).
 TEST_F(AuthTest, BatchGetIsARead) {
   ASSERT_EQ(call(http::verb::put, "/v1/artifacts/pre",
-                 protocol::wire::encode_parts({{"record", "{}"}, {"f", "x"}}), "w-token")
+                 protocol::wire::encode_parts({{"record", "{}"}, {"f", "x"}}), kWriteToken)
                 .result(),
             http::status::created);
   const auto res =
-      call(http::verb::post, "/v1/batch/get", R"({"keys": ["pre", "absent"]})", "r-token");
+      call(http::verb::post, "/v1/batch/get", R"({"keys": ["pre", "absent"]})", kReadToken);
   EXPECT_EQ(res.result(), http::status::ok);
   auto parts = protocol::wire::decode_parts(res.body());
   ASSERT_TRUE(parts.has_value()) << parts.error();
@@ -312,6 +319,45 @@ TEST_F(AuthTest, BatchGetIsARead) {
   // Any token at all is still needed.
   EXPECT_EQ(call(http::verb::post, "/v1/batch/get", R"({"keys": []})", "").result(),
             http::status::unauthorized);
+}
+
+// Tokens scoped to namespaces (issue 14): an upload under another
+// namespace's key is refused on its head, before its body is read; reads of
+// it answer as misses.
+class ScopedAuthTest : public HandlerTest {
+protected:
+  ScopedAuthTest()
+      : HandlerTest({make_token("team-a", kWriteToken, {{"team-a*", Role::kWrite}}),
+                     make_token("admin", kAdminToken, {{"*", Role::kAdmin}})}) {}
+  std::optional<Response> admit_put(const std::string& key) {
+    Request head{http::verb::put, "/v1/artifacts/" + key, 11};
+    head.set(http::field::authorization, "Bearer " + kWriteToken);
+    head.set(http::field::content_length, "1000000");
+    return handler_.admit(head);
+  }
+};
+
+TEST_F(ScopedAuthTest, UploadsToAnotherNamespaceAreRefusedOnTheirHead) {
+  const auto refused = admit_put("torch:team-b:x");
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->result(), http::status::forbidden);
+  EXPECT_NE(refused->body().find("team-b"), std::string::npos) << refused->body();
+  EXPECT_FALSE(admit_put("torch:team-a:x").has_value());
+  const auto kcc = admit_put("kcc-" + std::string(64, 'a'));
+  ASSERT_TRUE(kcc.has_value());
+  EXPECT_EQ(kcc->result(), http::status::forbidden);
+  // A kc1- key's namespace is in the body's manifest: admitted, judged later.
+  EXPECT_FALSE(admit_put("kc1-" + std::string(64, 'a')).has_value());
+  // team-b's entry reads as a miss for team-a.
+  const std::string parts = wire::encode_parts({{"record", "{}"}, {"f", "x"}});
+  ASSERT_EQ(call(http::verb::put, "/v1/artifacts/torch:team-b:e", parts, kAdminToken).result(),
+            http::status::created);
+  EXPECT_EQ(call(http::verb::get, "/v1/artifacts/torch:team-b:e", "", kWriteToken).result(),
+            http::status::not_found);
+  EXPECT_EQ(call(http::verb::head, "/v1/ac/torch:team-b:e", "", kWriteToken).result(),
+            http::status::not_found);
+  EXPECT_EQ(call(http::verb::get, "/v1/artifacts/torch:team-b:e", "", kAdminToken).result(),
+            http::status::ok);
 }
 
 // Bodies nested deeper than protocol::kMaxJsonDepth are a 400, not a stack
@@ -330,14 +376,14 @@ TEST_F(HandlerTest, DeeplyNestedJsonBodiesAreRefused) {
 
 // Leases are for producers: the write role takes and releases them.
 TEST_F(AuthTest, LeasesNeedTheWriteRole) {
-  EXPECT_EQ(call(http::verb::post, "/v1/leases/k?ttl_ms=1000", "", "r-token").result(),
+  EXPECT_EQ(call(http::verb::post, "/v1/leases/k?ttl_ms=1000", "", kReadToken).result(),
             http::status::forbidden);
-  EXPECT_EQ(call(http::verb::delete_, "/v1/leases/k?token=t", "", "s-token").result(),
+  EXPECT_EQ(call(http::verb::delete_, "/v1/leases/k?token=t", "", kSubmitToken).result(),
             http::status::forbidden);
   // This handler has no lease table: past the role check, the routes say so.
-  EXPECT_EQ(call(http::verb::post, "/v1/leases/k?ttl_ms=1000", "", "w-token").result(),
+  EXPECT_EQ(call(http::verb::post, "/v1/leases/k?ttl_ms=1000", "", kWriteToken).result(),
             http::status::not_found);
-  EXPECT_EQ(call(http::verb::get, "/v1/leases/k", "", "w-token").result(),
+  EXPECT_EQ(call(http::verb::get, "/v1/leases/k", "", kWriteToken).result(),
             http::status::method_not_allowed);
 }
 
@@ -346,16 +392,16 @@ TEST_F(AuthTest, LeasesNeedTheWriteRole) {
 TEST_F(AuthTest, TheSubmitRoleSubmitsJobsButWritesNothing) {
   const std::string spec =
       R"({"spec": {"backend": "cpp", "source": {"name": "a.cpp", "text": ""}}})";
-  EXPECT_EQ(call(http::verb::post, "/v1/jobs", spec, "r-token").result(), http::status::forbidden);
-  EXPECT_EQ(call(http::verb::delete_, "/v1/jobs/j-1", "", "r-token").result(),
+  EXPECT_EQ(call(http::verb::post, "/v1/jobs", spec, kReadToken).result(), http::status::forbidden);
+  EXPECT_EQ(call(http::verb::delete_, "/v1/jobs/j-1", "", kReadToken).result(),
             http::status::forbidden);
-  EXPECT_EQ(call(http::verb::post, "/v1/jobs", spec, "s-token").result(),
+  EXPECT_EQ(call(http::verb::post, "/v1/jobs", spec, kSubmitToken).result(),
             http::status::service_unavailable);
-  EXPECT_EQ(call(http::verb::delete_, "/v1/jobs/j-1", "", "s-token").result(),
+  EXPECT_EQ(call(http::verb::delete_, "/v1/jobs/j-1", "", kSubmitToken).result(),
             http::status::service_unavailable);
-  EXPECT_EQ(call(http::verb::put, "/v1/cas/" + digest_of("b"), "b", "s-token").result(),
+  EXPECT_EQ(call(http::verb::put, "/v1/cas/" + digest_of("b"), "b", kSubmitToken).result(),
             http::status::forbidden);
-  EXPECT_EQ(call(http::verb::get, "/v1/jobs", "", "r-token").result(),
+  EXPECT_EQ(call(http::verb::get, "/v1/jobs", "", kReadToken).result(),
             http::status::service_unavailable);
 }
 

@@ -30,6 +30,10 @@ struct Submitted {
   std::optional<JobStatus> job;
   std::string message;
   std::chrono::milliseconds retry_after{0}; // for busy
+  // Where the result goes: the compile key, and the submitted key only when
+  // the token may write its namespace; otherwise client_key_refused says why.
+  std::vector<std::string> published_under;
+  std::string client_key_refused;
 };
 
 enum class WaitPolicy {

@@ -80,6 +80,18 @@ struct JobView {
   bool finished() const { return is_finished(state); }
 };
 
+// What a submit answer says about where this submission's result goes
+// (issue 14): the keys it is published under, and, when the client's key is
+// not among them (the token may not write there), why.
+struct Publication {
+  std::vector<std::string> published_under;
+  std::string client_key_refused; // "": the client's key is used, or none was given
+};
+// Adds "published_under" (when known) and "client_key_refused" (when set) to a submit answer.
+void add_publication(nlohmann::json& answer, const Publication& publication);
+// From a submit answer; members absent or of the wrong type read as empty.
+Publication publication_from_json(const nlohmann::json& answer);
+
 // with_spec: the journal keeps the spec; listings leave it out.
 nlohmann::json to_json(const JobView& job, bool with_spec);
 // From a parsed document (a listing's row, a submit answer's "job").

@@ -37,18 +37,27 @@
 //   max_jobs_per_submitter = 256            # queued or running, per token (or per client)
 //   retry_backoff_ms = 1000                 # first retry of a worker killed mid-compile
 //   force_worker_memory = false             # allow workers x memory above the host's memory
+//   token_file = "/etc/kcache/tokens.toml"  # more [[tokens]]; must not be group/world readable
 //   [[tokens]]                              # none: no authentication (local use)
-//   token = "..."                           # sent as "Authorization: Bearer ..."
-//   role  = "admin"                         # read | submit | write | admin
+//   name   = "team-a-ci"                    # the identity handlers, jobs and logs see
+//   sha256 = "<64 hex>"                     # of the token (`kcache token new` prints it)
+//   # token = "..."                         # or the plaintext, only in a file chmod 600
+//   role   = "admin"                        # read | submit | write | admin, in every namespace
+//   # roles = { "team-a*" = "write", "*" = "read" }   # or per namespace pattern (tokens.h)
 //   allow_plain_http = false                # a non-loopback plain listener with tokens
 //   [tls]                                   # TLS on the TCP listener (the Unix socket stays plain)
 //   cert_file      = "/etc/kcache/server.pem" # certificate chain, PEM
 //   key_file       = "/etc/kcache/server.key"
 //   client_ca_file = ""                     # set: clients must show a certificate it signed (mTLS)
 //   min_version    = "1.2"                  # "1.2" or "1.3"; SIGHUP reloads the three files
+//   [signing]                               # signed action records (signing.h)
+//   key_file     = ""                       # Ed25519 PEM; "": data_dir/signing.pem, made once (0600)
+//   trusted_keys = ["/etc/kcache/trusted"]  # public keys (files or dirs) whose shared-tier records
+//                                           # are served; this node's own key always is
 
 #include <tl/expected.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -60,9 +69,18 @@ namespace kcache::service {
 // jobs to `read`; only the service and `write` clients write the action cache.
 enum class Role { kRead = 0, kSubmit = 1, kWrite = 2, kAdmin = 3 };
 
-struct Token {
-  std::string token;
+// A role in the namespaces a glob pattern matches (key_namespace.h).
+struct RoleGrant {
+  std::string pattern; // "*", "team-a*", "team-a/*"
   Role role = Role::kRead;
+};
+
+// A configured token: its SHA-256 only, never the plaintext (tokens.h
+// compares a presented bearer token's digest against it).
+struct Token {
+  std::string name; // the identity; "token-<index>" when the config names none
+  std::array<std::uint8_t, 32> sha256{};
+  std::vector<RoleGrant> roles;
 };
 
 // The HTTP server's resource bounds (http_server.h says how each is enforced).
@@ -116,6 +134,14 @@ struct TlsConfig {
   bool enabled() const { return !cert_file.empty() || !key_file.empty(); }
 };
 
+// Signed action records (signing.h): this node's key, and whose records it
+// serves from a shared tier.
+struct SigningConfig {
+  std::string key_file;                  // "": data_dir/signing.pem, generated on first start
+  std::vector<std::string> trusted_keys; // PEM public key files or directories
+  bool print_public_key = false;         // --print-public-key: print it and exit
+};
+
 struct ServiceConfig {
   std::string listen = "127.0.0.1:7070";
   std::string unix_socket;
@@ -131,6 +157,7 @@ struct ServiceConfig {
   JobsConfig jobs;
   std::vector<Token> tokens;
   TlsConfig tls;
+  SigningConfig signing;
   // Serve plain HTTP on a non-loopback TCP address although tokens are configured.
   bool allow_plain_http = false;
 };

@@ -7,7 +7,9 @@
 #include <kcache/service/config.h>
 #include <kcache/service/job.h>
 #include <kcache/service/metrics.h>
+#include <kcache/service/tokens.h>
 #include <kcache/storage/artifact_store.h>
+#include <kcache/storage/record_signer.h>
 #include <kcache/storage/store.h>
 
 #include <boost/beast/http.hpp>
@@ -65,7 +67,7 @@ public:
   // `leases` may be null: no lease routes, and gets do not wait.
   RequestHandler(storage::Store& store, std::vector<TierView> tiers, MetricsRegistry& metrics,
                  std::vector<Token> tokens, JobManager* jobs = nullptr,
-                 LeaseTable* leases = nullptr);
+                 LeaseTable* leases = nullptr, const storage::RecordSigner* signer = nullptr);
 
   // Answers at once; a job long-poll answers with the job's current state.
   Response handle(const Request& request);
@@ -133,6 +135,9 @@ private:
   std::vector<TierView> tiers_;
   MetricsRegistry& metrics_;
   std::vector<Token> tokens_;
+  std::vector<Principal> principals_;                  // one per token, in order
+  const Principal anonymous_ = Principal::anonymous(); // no tokens configured
+  const Principal unauthenticated_{"unauthenticated", {}}; // open routes (healthz) with tokens
   JobManager* jobs_;
   LeaseTable* leases_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();

@@ -7,6 +7,7 @@
 
 #include <kcache/service/config.h>
 #include <kcache/service/request_handler.h>
+#include <kcache/service/tokens.h>
 
 #include <map>
 #include <optional>
@@ -25,11 +26,14 @@ struct Query {
   }
 };
 
-// What a handler gets besides the request: the path's `{param}` and the query.
+// What a handler gets besides the request: the path's `{param}`, the query,
+// and who asks. The table's role is the least a token needs in *some*
+// namespace; handlers check the role in the namespace of what they touch.
 struct RouteArgs {
   std::string_view param; // empty for a pattern without one
   const Query& query;
   std::string_view label; // the route's metrics label
+  const Principal& who;   // the token's identity and roles (tokens.h)
 };
 
 struct Route {
