@@ -4,10 +4,15 @@
 // a redis-server (one connection per thread). Prints requests/s, p50 and p99,
 // and the ratios.
 //
-//   build/release/bench/hit_bench [--seconds S] [--clients 1,16] [--sizes 1KiB,64KiB,1MiB]
+// --tls: instead, the same payloads from two kcacheds in the same run, one
+// plain and one serving TLS (certificates made with the openssl CLI), each
+// client over its own keep-alive connection; the ratio is TLS / plain.
+//
+//   build/release/bench/hit_bench [--seconds S] [--clients 1,16] [--sizes 1KiB,64KiB,1MiB] [--tls]
 
 #include "kcached_process.h"
 #include "redis_server.h"
+#include "tls_certs.h"
 
 #include <kcache/client/client.h>
 #include <kcache/protocol/units.h>
@@ -21,6 +26,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -129,14 +135,114 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
+using Reader = std::function<std::function<bool(int)>(int)>;
+
+struct Row {
+  std::string anchor_name, name;
+  Measurement anchor, measured;
+};
+
+void print_header(const char* anchor, const char* name) {
+  std::printf("\n%-8s %7s  %-8s %10s %9s %9s  %-8s %10s %9s %9s  %9s %9s\n", "size", "clients",
+              anchor, "req/s", "p50 us", "p99 us", name, "req/s", "p50 us", "p99 us", "req/s x",
+              "p99 x");
+}
+
+void print_row(std::size_t size, int clients, const Row& r) {
+  std::printf("%-8s %7d  %-8s %10.0f %9.1f %9.1f  %-8s %10.0f %9.1f %9.1f  %8.2fx %8.2fx%s\n",
+              kcache::protocol::format_size(size).c_str(), clients, r.anchor_name.c_str(),
+              r.anchor.rps, r.anchor.p50_us, r.anchor.p99_us, r.name.c_str(), r.measured.rps,
+              r.measured.p50_us, r.measured.p99_us, r.measured.rps / r.anchor.rps,
+              r.measured.p99_us / r.anchor.p99_us,
+              r.anchor.failures + r.measured.failures > 0 ? "  (failures!)" : "");
+}
+
+std::unique_ptr<kcache::client::Client> make_client(const std::string& url,
+                                                    const std::string& ca_file = "") {
+  kcache::client::ClientOptions o;
+  o.url = url;
+  o.ca_file = ca_file;
+  o.timeout = std::chrono::seconds(10);
+  auto c = kcache::client::Client::create(o);
+  if (!c) {
+    std::fprintf(stderr, "client: %s\n", c.error().message.c_str());
+    std::exit(1);
+  }
+  return std::move(*c);
+}
+
+// kcached plain vs kcached over TLS, same payloads, same run.
+int tls_mode(double seconds, const std::vector<int>& client_counts,
+             const std::vector<std::size_t>& sizes) {
+  kcache::testing::TempDir certs;
+  const kcache::testing::TlsFiles files = kcache::testing::make_tls_files(certs.path(), "bench");
+  const std::string threads = std::to_string(std::thread::hardware_concurrency());
+  kcache::testing::KcachedProcess plain({"--log-level", "warn", "--threads", threads});
+  kcache::testing::KcachedProcess tls({"--log-level", "warn", "--threads", threads, "--tls-cert",
+                                       files.server_cert, "--tls-key", files.server_key});
+  const std::string tls_url = "https://127.0.0.1:" + std::to_string(tls.port());
+  std::printf("kcached plain on port %d, kcached TLS on port %d (%u cores here)\n", plain.port(),
+              tls.port(), std::thread::hardware_concurrency());
+  auto plain_loader = make_client(plain.url());
+  auto tls_loader = make_client(tls_url, files.ca);
+  print_header("plain", "tls");
+  for (std::size_t size : sizes) {
+    for (int k = 0; k < kKeys; ++k) {
+      const std::string key = "hit-" + std::to_string(size) + "-" + std::to_string(k);
+      const std::string value = payload(size, static_cast<std::uint64_t>(k) * 7919 + size);
+      if (!plain_loader->put(key, {{"value", value}}) ||
+          !tls_loader->put(key, {{"value", value}})) {
+        std::fprintf(stderr, "loading kcached failed\n");
+        return 1;
+      }
+    }
+    wait_until_idle(plain.pid());
+    wait_until_idle(tls.pid());
+    auto key_of = [size](int i) {
+      return "hit-" + std::to_string(size) + "-" + std::to_string(i % kKeys);
+    };
+    auto reader = [&](const std::string& url, const std::string& ca) -> Reader {
+      return [&, url, ca](int) {
+        std::shared_ptr<kcache::client::Client> client = make_client(url, ca);
+        return std::function<bool(int)>([client, key_of, size](int i) {
+          auto got = client->get(key_of(i));
+          return got && got->has_value() && (*got)->files.at(0).data.size() == size;
+        });
+      };
+    };
+    for (int clients : client_counts) {
+      for (int i = 0; i < kKeys; ++i) { // warm-up: every key read once through each
+        (void)plain_loader->get(key_of(i));
+        (void)tls_loader->get(key_of(i));
+      }
+      Row r{"plain", "tls", run(clients, seconds, reader(plain.url(), "")),
+            run(clients, seconds, reader(tls_url, files.ca))};
+      print_row(size, clients, r);
+    }
+  }
+  std::printf("\nreq/s x = kcached over TLS req/s / kcached plain req/s (higher is better);\n"
+              "p99 x = TLS p99 / plain p99 (lower is better). Clients and servers share this "
+              "host; the\nhandshake is not measured (keep-alive connections, as trainers use).\n");
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   double seconds = 3;
   std::vector<int> client_counts = {1, 16};
   std::vector<std::size_t> sizes = {1 << 10, 64 << 10, 1 << 20};
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool tls = false;
+  for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
+    if (flag == "--tls") {
+      tls = true;
+      --i; // takes no value
+      continue;
+    }
+    if (i + 1 >= argc) {
+      break;
+    }
     if (flag == "--seconds") {
       seconds = std::atof(argv[i + 1]);
     } else if (flag == "--clients") {
@@ -152,6 +258,10 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (tls) {
+    return tls_mode(seconds, client_counts, sizes);
+  }
+
   kcache::testing::RedisServer redis;
   // As many I/O threads as cores, like a production deployment.
   kcache::testing::KcachedProcess kcached(
@@ -159,13 +269,7 @@ int main(int argc, char** argv) {
   std::printf("redis-server on port %d, kcached on port %d (%u cores here)\n", redis.port(),
               kcached.port(), std::thread::hardware_concurrency());
 
-  auto make_client = [&] {
-    kcache::client::ClientOptions o;
-    o.url = kcached.url();
-    o.timeout = std::chrono::seconds(10);
-    return std::move(*kcache::client::Client::create(o));
-  };
-  auto loader = make_client();
+  auto loader = make_client(kcached.url());
   redisContext* seed_ctx = redisConnect("127.0.0.1", redis.port());
   // Loads one size's payloads into both servers, then waits until kcached has
   // finished writing them out (RocksDB flushes would steal the measured cores).
@@ -209,7 +313,7 @@ int main(int argc, char** argv) {
         });
       });
       const Measurement kcache_m = run(clients, seconds, [&](int) {
-        std::shared_ptr<kcache::client::Client> client = make_client();
+        std::shared_ptr<kcache::client::Client> client = make_client(kcached.url());
         return std::function<bool(int)>([client, key_of, size](int i) {
           auto got = client->get(key_of(i));
           return got && got->has_value() && (*got)->files.at(0).data.size() == size;

@@ -348,6 +348,12 @@ private:
   void init() {
     peer = peer_address(layer().socket());
     buffer_.reserve(16 << 10); // room for a request head in one read
+    if constexpr (kTls && std::is_same_v<Protocol, tcp>) {
+      // A response leaves as several TLS records (one send each); with Nagle
+      // the last small one waits for the client's delayed ACK (40 ms).
+      beast::error_code ec;
+      layer().socket().set_option(tcp::no_delay(true), ec);
+    }
   }
 
   // The TCP (or Unix) stream under TLS, or the stream itself: its deadline

@@ -10,11 +10,15 @@ namespace ssl = boost::asio::ssl;
 
 namespace {
 
-// Forward secrecy and AEAD only (TLS 1.2's list; 1.3 suites are OpenSSL's
-// defaults, all AEAD). AES-GCM first: AES-NI makes it the cheapest per byte.
+// Forward secrecy and AEAD only (TLS 1.2's list). AES-GCM first: AES-NI
+// makes it the cheapest per byte.
 constexpr const char* kTls12Ciphers = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
                                       "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
                                       "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+// TLS 1.3's suites (all AEAD), AES-128-GCM first: OpenSSL's default puts
+// AES-256 first, about 30% more CPU per byte for no gain against this threat.
+constexpr const char* kTls13Suites =
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
 
 std::string reason(const boost::system::error_code& ec) {
   std::string text = ec.message();
@@ -36,7 +40,8 @@ make_server_tls_context(const TlsConfig& tls) {
   SSL_CTX* native = ctx->native_handle();
   const int min_version = tls.min_version == "1.3" ? TLS1_3_VERSION : TLS1_2_VERSION;
   if (SSL_CTX_set_min_proto_version(native, min_version) != 1 ||
-      SSL_CTX_set_cipher_list(native, kTls12Ciphers) != 1) {
+      SSL_CTX_set_cipher_list(native, kTls12Ciphers) != 1 ||
+      SSL_CTX_set_ciphersuites(native, kTls13Suites) != 1) {
     ::ERR_clear_error();
     return tl::unexpected(std::string("cannot set the TLS versions and ciphers"));
   }
