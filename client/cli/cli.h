@@ -74,4 +74,11 @@ int cmd_pack_headers(Cli& cli);
 // sha256 line kcached's config takes. Needs no daemon.
 int cmd_token(const std::vector<std::string>& args);
 
+// An entry's origin from its stored record (signature_commands.cpp):
+// {"writer", "namespace", "producer", "signed_ms", "key_id", "alg",
+//  "verification": "verified" | "not checked" | "unsigned" | a failure name,
+//  "detail"}; verified against the client's trusted_keys when it has some.
+json record_origin(const Cli& cli, std::string_view key, const std::string& record_json);
+void print_origin(const json& origin);
+
 } // namespace kcache::cli

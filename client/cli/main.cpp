@@ -38,7 +38,9 @@ commands:
   stats                         hits, misses and errors per storage tier
   ls [--area ac|cas] [--prefix P] [--sort size|last-access|hits|created|key] [--limit N]
                                 list entries (default: action cache, most recent first)
-  show KEY                      an entry's record, storage metadata and key manifest
+  show KEY                      an entry's record (writer, producer, signing key and
+                                whether its signature verifies), storage metadata and
+                                key manifest
   get KEY [-o PATH]             fetch an artifact: its single file to PATH (or stdout),
                                 several files into the directory PATH
   put KEY FILE... [--producer NAME] [--meta K=V]...
@@ -71,6 +73,9 @@ The server comes from --url, else $KCACHE_URL, else http://127.0.0.1:7070
 For https:// URLs: --ca-file PEM (else $KCACHE_CA_FILE, else the system CAs)
 verifies kcached's certificate; --client-cert PEM --client-key PEM (else
 $KCACHE_CLIENT_CERT, $KCACHE_CLIENT_KEY) present one for mTLS.
+--trusted-keys PEM[:PEM...] (files or directories of public keys, else
+$KCACHE_TRUSTED_KEYS): `show` checks the record's signature against them and
+`get` returns only artifacts signed by one of them whose bytes match the record.
 
 exit codes:
   0 success   1 not found   2 usage error   3 daemon unreachable or timed out
@@ -173,13 +178,20 @@ int cmd_show(Cli& cli) {
     std::fprintf(stderr, "kcache: %s\n", doc.error().c_str());
     return kFailed;
   }
+  // Who wrote it and whose key signed it, from the record as stored.
+  auto record = cli.client->record(cli.args[0]);
+  const json origin = record
+                          ? record_origin(cli, cli.args[0], *record)
+                          : json{{"verification", "unknown"}, {"detail", record.error().message}};
   if (cli.json_output) {
+    (*doc)["origin"] = origin;
     std::cout << kcache::protocol::json_text(*doc, 2) << "\n";
     return kOk;
   }
   const std::int64_t now = unix_now_ms();
   std::printf("key       %s\nproducer  %s\ncreated   %s\n", entry->key.c_str(),
               entry->producer.c_str(), kcache::cli::format_age(entry->created_ms, now).c_str());
+  print_origin(origin);
   if (entry->storage) {
     const kcache::client::EntrySummary& s = *entry->storage;
     std::printf("record    %s, %llu hits, last access %s\n",
@@ -222,6 +234,10 @@ int cmd_get(Cli& cli) {
     return fail(got.error());
   }
   if (!got->has_value()) {
+    if (const auto v = cli.client->verification(); v.rejected_total() > 0) {
+      std::fprintf(stderr, "kcache: refused %s\n", v.last_rejection.c_str());
+      return kFailed;
+    }
     std::fprintf(stderr, "kcache: no artifact for %s\n", cli.args[0].c_str());
     return kNotFound;
   }
@@ -456,9 +472,10 @@ int cmd_gc(Cli& cli) {
 
 int main(int argc, char** argv) {
   static const std::set<std::string> kValued = {
-      "url",      "token",       "timeout-ms", "area",     "prefix",      "sort",      "limit",
-      "o",        "producer",    "meta",       "max-size", "state",       "wait",      "key",
-      "priority", "interval-ms", "I",          "ca-file",  "client-cert", "client-key"};
+      "url",         "token",      "timeout-ms",  "area",        "prefix",   "sort",
+      "limit",       "o",          "producer",    "meta",        "max-size", "state",
+      "wait",        "key",        "priority",    "interval-ms", "I",        "ca-file",
+      "client-cert", "client-key", "trusted-keys"};
   Cli cli;
   kcache::client::ClientOptions options;
   if (const char* url = std::getenv("KCACHE_URL"); url != nullptr && *url != '\0') {
@@ -513,6 +530,17 @@ int main(int argc, char** argv) {
   options.ca_file = cli.option("ca-file", options.ca_file);
   options.client_cert_file = cli.option("client-cert", options.client_cert_file);
   options.client_key_file = cli.option("client-key", options.client_key_file);
+  // Trusted keys turn verification on: `get` then hands out only verified artifacts.
+  const char* env_keys = std::getenv("KCACHE_TRUSTED_KEYS");
+  const std::string trusted_keys = cli.option("trusted-keys", env_keys != nullptr ? env_keys : "");
+  for (std::string_view rest = trusted_keys; !rest.empty();) {
+    const auto colon = rest.find(':');
+    if (colon != 0) {
+      options.trusted_keys.emplace_back(rest.substr(0, colon));
+    }
+    rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+  }
+  options.verify_signatures = !options.trusted_keys.empty();
   if (const std::string t = cli.option("timeout-ms"); !t.empty()) {
     options.timeout = std::chrono::milliseconds(std::atoi(t.c_str()));
   }

@@ -16,6 +16,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 struct kcache_client {
   std::unique_ptr<kcache::client::Client> impl;
@@ -147,6 +148,52 @@ std::string ext_or_env(const kcache_options_ext* ext, const char* const kcache_o
   return value != nullptr ? value : "";
 }
 
+tl::expected<bool, std::string> parse_flag(std::string_view name, std::string_view text) {
+  if (text.empty() || text == "0" || text == "false" || text == "no" || text == "off") {
+    return false;
+  }
+  if (text == "1" || text == "true" || text == "yes" || text == "on") {
+    return true;
+  }
+  return tl::unexpected(std::string(name) + "='" + std::string(text) + "' is not 0/1/true/false");
+}
+
+// "a:b:c" -> {"a", "b", "c"}, empty parts dropped (as PATH does).
+std::vector<std::string> split_paths(std::string_view text) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    const auto colon = text.find(':');
+    if (colon != 0) {
+      out.emplace_back(text.substr(0, colon));
+    }
+    text = colon == std::string_view::npos ? std::string_view() : text.substr(colon + 1);
+  }
+  return out;
+}
+
+// End-to-end verification (ABI 6): ext's fields, else $KCACHE_VERIFY_SIGNATURES
+// and $KCACHE_TRUSTED_KEYS.
+tl::expected<void, std::string> verification_options(const kcache_options_ext* ext,
+                                                     kcache::client::ClientOptions& o) {
+  o.trusted_keys = split_paths(ext_or_env(
+      ext, &kcache_options_ext::trusted_keys,
+      offsetof(kcache_options_ext, trusted_keys) + sizeof(const char*), "KCACHE_TRUSTED_KEYS"));
+  const bool has_flag =
+      ext != nullptr &&
+      ext->struct_size >= offsetof(kcache_options_ext, verify_signatures) + sizeof(std::int32_t);
+  if (has_flag && ext->verify_signatures != 0) {
+    o.verify_signatures = ext->verify_signatures > 0;
+    return {};
+  }
+  const char* env = std::getenv("KCACHE_VERIFY_SIGNATURES");
+  auto verify = parse_flag("KCACHE_VERIFY_SIGNATURES", env != nullptr ? env : "");
+  if (!verify) {
+    return tl::unexpected(verify.error());
+  }
+  o.verify_signatures = *verify;
+  return {};
+}
+
 } // namespace
 
 kcache_status kcache_client_open(const kcache_options* options, kcache_client** out) {
@@ -189,6 +236,9 @@ kcache_status kcache_client_open_ext(const kcache_options* options, const kcache
     o.client_key_file = ext_or_env(
         ext, &kcache_options_ext::client_key_file,
         offsetof(kcache_options_ext, client_key_file) + sizeof(const char*), "KCACHE_CLIENT_KEY");
+    if (auto ok = verification_options(ext, o); !ok) {
+      return fail(KCACHE_ERR_INVALID, "kcache_client_open: " + ok.error());
+    }
     auto client = kcache::client::Client::create(std::move(o));
     if (!client) {
       return to_status(client.error());
@@ -197,6 +247,27 @@ kcache_status kcache_client_open_ext(const kcache_options* options, const kcache
     handle->impl = std::move(*client);
     *out = handle.release(); // ownership passes to the caller until kcache_client_close
     return KCACHE_OK;
+  });
+}
+
+kcache_status kcache_verification_stats(kcache_client* client, kcache_buffer* json) {
+  if (client == nullptr || json == nullptr) {
+    return fail(KCACHE_ERR_INVALID, "kcache_verification_stats: NULL argument");
+  }
+  *json = kcache_buffer{nullptr, 0};
+  return guarded([&] {
+    const kcache::client::VerificationStats stats = client->impl->verification();
+    nlohmann::json rejected = nlohmann::json::object();
+    for (std::size_t i = 0; i < kcache::client::kRejectionCount; ++i) {
+      rejected[std::string(kcache::client::rejection_name(
+          static_cast<kcache::client::Rejection>(i)))] = stats.rejected[i];
+    }
+    const nlohmann::json doc{{"enabled", stats.enabled},
+                             {"verified", stats.verified},
+                             {"rejected", rejected},
+                             {"rejected_total", stats.rejected_total()},
+                             {"last_rejection", stats.last_rejection}};
+    return fill(json, doc.dump()) ? KCACHE_OK : fail(KCACHE_ERR_PROTOCOL, "out of memory");
   });
 }
 

@@ -202,6 +202,20 @@ Result<bool> Client::exists(std::string_view key) {
   return tl::unexpected(from_status(*res));
 }
 
+Result<std::string> Client::record(std::string_view key) {
+  if (auto ok = check_key(key); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  auto res = request(HttpMethod::kGet, "/v1/ac/" + std::string(key));
+  if (!res) {
+    return tl::unexpected(res.error());
+  }
+  if (res->status != 200) {
+    return tl::unexpected(from_status(*res));
+  }
+  return std::move(res->body);
+}
+
 Result<void> Client::remove(std::string_view key) {
   if (auto ok = check_key(key); !ok) {
     return ok;

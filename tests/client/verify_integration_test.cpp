@@ -158,6 +158,42 @@ TEST_F(VerifyEndToEnd, GetOrCompileVerifiesWhatItReturns) {
   EXPECT_EQ(trainer->verification().verified, 1U);
 }
 
+// `kcache show KEY` prints who wrote an entry and whose key signed it, and
+// whether that key is among --trusted-keys; `kcache get` with trusted keys
+// refuses an entry they did not sign.
+TEST_F(VerifyEndToEnd, TheCliShowsTheOriginAndWhetherItVerifies) {
+  const std::string cli = testing::built_binary("kcache");
+  auto origin = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = {cli, "--url", kcached_.url(), "--json"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.insert(argv.end(), {"show", "kc1-verify-a"});
+    std::string out;
+    EXPECT_EQ(testing::run_command(argv, out), 0) << out;
+    return json::parse(out).at("origin");
+  };
+  const json unchecked = origin({});
+  EXPECT_EQ(unchecked.at("verification"), "not checked");
+  EXPECT_EQ(unchecked.at("writer"), "anonymous"); // no tokens configured
+  EXPECT_EQ(unchecked.at("key_id").get<std::string>().size(), 16U);
+  EXPECT_GT(unchecked.at("signed_ms").get<std::int64_t>(), 0);
+  const json verified = origin({"--trusted-keys", other_key_ + ":" + daemon_key_});
+  EXPECT_EQ(verified.at("verification"), "verified");
+  EXPECT_EQ(verified.at("key_id"), unchecked.at("key_id"));
+  EXPECT_EQ(origin({"--trusted-keys", other_key_}).at("verification"), "unknown-key");
+
+  std::string out;
+  EXPECT_EQ(
+      testing::run_command(
+          {cli, "--url", kcached_.url(), "--trusted-keys", other_key_, "get", "kc1-verify-a"}, out),
+      4); // refused, not "not found"
+  EXPECT_EQ(out, "");
+  EXPECT_EQ(testing::run_command({cli, "--url", kcached_.url(), "--trusted-keys", daemon_key_,
+                                  "get", "kc1-verify-a"},
+                                 out),
+            0);
+  EXPECT_EQ(out, "genuine bytes");
+}
+
 TEST_F(VerifyEndToEnd, VerificationWithoutAUsableKeyIsRefusedAtCreate) {
   client::ClientOptions o;
   o.url = kcached_.url();

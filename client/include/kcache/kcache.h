@@ -67,6 +67,13 @@ typedef struct kcache_options_ext {
   const char* ca_file; /* https://: PEM CA bundle; NULL: $KCACHE_CA_FILE, else the system CAs */
   const char* client_cert_file; /* mTLS certificate (PEM); NULL: $KCACHE_CLIENT_CERT */
   const char* client_key_file;  /* its private key (PEM); NULL: $KCACHE_CLIENT_KEY */
+  /* End-to-end verification: with it on, every artifact a get, batch get or
+   * get_or_compile returns is signed by a trusted key and its bytes are the
+   * signed record's, or it is KCACHE_MISS, counted in kcache_verification_stats.
+   * On without a usable trusted key fails the open. */
+  const char* trusted_keys;  /* PEM public keys: files or dirs, ':'-separated;
+                                NULL: $KCACHE_TRUSTED_KEYS */
+  int32_t verify_signatures; /* 1: on, -1: off, 0: $KCACHE_VERIFY_SIGNATURES (1/true) */
 } kcache_options_ext;
 
 /* options may be NULL. On failure *out is NULL and the message is available
@@ -172,6 +179,11 @@ KCACHE_API kcache_status kcache_get_record(kcache_client* client, const char* ke
  * 10000 headers. See kcache/client/pack_headers.h. */
 KCACHE_API kcache_status kcache_pack_headers(const char* spec_json, const char* const* include_dirs,
                                              size_t n_dirs, kcache_buffer* out_json);
+
+/* ABI 6: what end-to-end verification did: {"enabled", "verified",
+ * "rejected": {"unsigned", "unknown-key", "bad-signature", "malformed",
+ * "content-mismatch"}, "rejected_total", "last_rejection": "<key>: <reason>: <why>"}. */
+KCACHE_API kcache_status kcache_verification_stats(kcache_client* client, kcache_buffer* json);
 
 KCACHE_API void kcache_buffer_free(kcache_buffer* buffer);
 

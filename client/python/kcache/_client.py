@@ -41,6 +41,15 @@ class Compiled:
         return f"Compiled(outcome={self.outcome!r}, bytes={size})"
 
 
+def _paths(paths) -> Optional[bytes]:
+    """None, a path, or a list of paths -> libkcache's ':'-separated list."""
+    if paths is None:
+        return None
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        paths = [paths]
+    return b":".join(os.fsencode(p) for p in paths)
+
+
 class Client:
     """A thread-safe client; connections are pooled inside libkcache."""
 
@@ -54,11 +63,19 @@ class Client:
         ca_file: Optional[str] = None,
         client_cert: Optional[str] = None,
         client_key: Optional[str] = None,
+        verify_signatures: Optional[bool] = None,
+        trusted_keys=None,
     ):
         """url: http://, https:// or unix://. For https://, ca_file is the CA
         bundle that signs kcached's certificate (None: $KCACHE_CA_FILE, else
         the system's CAs); client_cert and client_key a certificate for mTLS
-        (None: $KCACHE_CLIENT_CERT, $KCACHE_CLIENT_KEY)."""
+        (None: $KCACHE_CLIENT_CERT, $KCACHE_CLIENT_KEY).
+
+        verify_signatures=True: every value get, batch_get and get_or_compile
+        return is signed by one of trusted_keys (a PEM file or directory of
+        public keys, or a list of them) and its bytes are the signed record's;
+        anything else is a miss, counted in verification_stats(). None:
+        $KCACHE_VERIFY_SIGNATURES and $KCACHE_TRUSTED_KEYS."""
         self._lib = load_library()
         self.fail_open = fail_open
         self.errors = 0
@@ -74,6 +91,8 @@ class Client:
             os.fsencode(ca_file) if ca_file else None,
             os.fsencode(client_cert) if client_cert else None,
             os.fsencode(client_key) if client_key else None,
+            _paths(trusted_keys),
+            0 if verify_signatures is None else (1 if verify_signatures else -1),
         )
         handle = ctypes.c_void_p()
         status = self._lib.kcache_client_open_ext(ctypes.byref(opts), ctypes.byref(ext), ctypes.byref(handle))
@@ -177,6 +196,16 @@ class Client:
     def stats(self) -> dict:
         buf = Buffer()
         status = self._lib.kcache_stats(self._handle, ctypes.byref(buf))
+        if status != Status.OK:
+            self._failed(status)
+            return {}
+        return json.loads(take(self._lib, buf))
+
+    def verification_stats(self) -> dict:
+        """What end-to-end verification did: {"enabled", "verified",
+        "rejected": {reason: n}, "rejected_total", "last_rejection"}."""
+        buf = Buffer()
+        status = self._lib.kcache_verification_stats(self._handle, ctypes.byref(buf))
         if status != Status.OK:
             self._failed(status)
             return {}

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 from typing import Iterable
 
-ABI_VERSION = 6  # 5: kcache_pack_headers; 6: kcache_client_open_ext (TLS)
+ABI_VERSION = 6  # 5: kcache_pack_headers; 6: kcache_client_open_ext (TLS, verification)
 
 
 class Status:
@@ -54,6 +54,8 @@ class OptionsExt(ctypes.Structure):
         ("ca_file", ctypes.c_char_p),
         ("client_cert_file", ctypes.c_char_p),
         ("client_key_file", ctypes.c_char_p),
+        ("trusted_keys", ctypes.c_char_p),  # ':'-separated PEM files/dirs; NULL: $KCACHE_TRUSTED_KEYS
+        ("verify_signatures", ctypes.c_int32),  # 1 on, -1 off, 0: $KCACHE_VERIFY_SIGNATURES
     ]
 
 
@@ -89,6 +91,7 @@ PROTOTYPES: dict[str, tuple[list, object]] = {
     "kcache_put_record": ([_client, _str, _str, _str, _size], _status),
     "kcache_get_record": ([_client, _str, _i32, _buf, _buf], _status),
     "kcache_pack_headers": ([_str, ctypes.POINTER(_str), _size, _buf], _status),
+    "kcache_verification_stats": ([_client, _buf], _status),
     "kcache_buffer_free": ([_buf], None),
 }
 

@@ -79,6 +79,9 @@ public:
   Result<void> put(std::string_view key, const std::vector<File>& files,
                    const PutOptions& options = {});
   Result<bool> exists(std::string_view key);
+  // The action record's JSON as stored (outputs, producer, writer, namespace,
+  // signature: what `kcache show` verifies); a miss is an error with http_status 404.
+  Result<std::string> record(std::string_view key);
   // One round trip for many keys (a restarting trainer's prefetch).
   Result<std::vector<std::optional<Artifact>>> batch_get(std::span<const std::string> keys);
   Result<void> remove(std::string_view key);

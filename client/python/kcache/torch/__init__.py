@@ -117,8 +117,16 @@ def disable() -> None:
 
 def stats() -> dict:
     """Counters of this process's session: hits, misses and puts per cache,
-    leases granted and waited for, errors and breaker trips."""
-    return dict(_session.stats) if _session is not None else {}
+    leases granted and waited for, errors and breaker trips; with
+    verify_signatures, entries verified and refused (verify_rejected)."""
+    if _session is None:
+        return {}
+    out = dict(_session.stats)
+    if _session.settings.verify_signatures:
+        verification = _session.client.verification_stats()
+        out["verified"] = verification.get("verified", 0)
+        out["verify_rejected"] = verification.get("rejected_total", 0)
+    return out
 
 
 def _has_triton_device() -> bool:

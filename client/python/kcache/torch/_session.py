@@ -36,6 +36,12 @@ class Settings:
     lease_max_hold_s: float = 1800.0
     trip_after: int = 3
     cooldown_s: float = 30.0
+    # End-to-end verification: every entry is checked in libkcache (signed by
+    # one of trusted_keys, a PEM file or directory or a ':'-separated list,
+    # and its bytes are the signed record's) before it reaches Inductor, which
+    # unpickles it; one that fails is a miss.
+    verify_signatures: bool = False
+    trusted_keys: Optional[str] = None
 
     ENV = {
         "url": "KCACHE_URL",
@@ -44,6 +50,8 @@ class Settings:
         "timeout_ms": "KCACHE_TORCH_TIMEOUT_MS",
         "lease_ttl_s": "KCACHE_TORCH_LEASE_TTL_S",
         "lease_wait_s": "KCACHE_TORCH_LEASE_WAIT_S",
+        "verify_signatures": "KCACHE_VERIFY_SIGNATURES",
+        "trusted_keys": "KCACHE_TRUSTED_KEYS",
     }
 
     @classmethod
@@ -53,19 +61,44 @@ class Settings:
             raw = os.environ.get(var)
             if raw:
                 kind = type(getattr(cls, field)) if getattr(cls, field) is not None else str
-                values[field] = kind(raw)
+                values[field] = _flag(var, raw) if kind is bool else kind(raw)
         return cls(**values)
 
     def environment(self) -> dict[str, str]:
         """As environment variables, for the compile workers Inductor starts."""
-        return {var: str(getattr(self, f)) for f, var in self.ENV.items() if getattr(self, f) is not None}
+        return {var: _env_text(getattr(self, f)) for f, var in self.ENV.items() if getattr(self, f) is not None}
+
+
+def _flag(var: str, raw: str) -> bool:
+    # bool("0") is True: flags are read as libkcache reads them.
+    text = raw.strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("", "0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{var}={raw!r} is not 0/1/true/false")
+
+
+def _env_text(value) -> str:
+    return ("1" if value else "0") if isinstance(value, bool) else str(value)
 
 
 class Session:
     def __init__(self, settings: Settings):
         self.settings = settings
         _keys.check_namespace(settings.namespace)
-        self.client = Client(settings.url, token=settings.token, timeout_ms=settings.timeout_ms, retries=1)
+        # Verification asked for but not possible (no usable key) raises here:
+        # a session never silently hands Inductor bytes nobody verified.
+        self.client = Client(
+            settings.url,
+            token=settings.token,
+            timeout_ms=settings.timeout_ms,
+            retries=1,
+            verify_signatures=settings.verify_signatures,
+            trusted_keys=settings.trusted_keys,
+        )
+        if settings.verify_signatures and not self.client.verification_stats().get("enabled"):
+            raise KcacheError(2, "verify_signatures is set but libkcache does not verify")
         self.leases = LeaseKeeper(self.client, settings.lease_ttl_s, settings.lease_max_hold_s)
         self.hash_details = HashDetailsRecorder()
         self.stats: collections.Counter[str] = collections.Counter()
