@@ -24,8 +24,14 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
   if (ec) {
     return tl::unexpected("cannot create data dir " + config.data_dir + ": " + ec.message());
   }
-  auto stack = storage::make_tiered_store(store_urls(config),
-                                          {.max_value_bytes = config.limits.max_body_bytes});
+  auto signing = Signing::create(config.signing, config.data_dir);
+  if (!signing) {
+    return tl::unexpected(signing.error());
+  }
+  service->signing_ = std::move(*signing);
+  const storage::SignatureCheck signatures = service->signing_->check();
+  auto stack = storage::make_tiered_store(
+      store_urls(config), {.max_value_bytes = config.limits.max_body_bytes}, &signatures);
   if (!stack) {
     return tl::unexpected("store: " + stack.error().message);
   }
@@ -52,6 +58,7 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
     metrics.describe(name, "counter", "Per storage tier (errors are counted apart from misses)");
   }
   metrics.describe("kcache_backfills_total", "counter", "Values copied into faster tiers");
+  service->signing_->add_metrics(metrics);
   metrics.add_collector([views, counters,
                          store = service->store_.get()](std::vector<MetricsRegistry::Sample>& out) {
     for (const TierView& view : views) {
@@ -73,7 +80,7 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
     } else {
       auto manager =
           JobManager::create(jobs, (std::filesystem::path(config.data_dir) / "jobs").string(),
-                             *service->store_, metrics);
+                             *service->store_, metrics, &service->signing_->signer());
       if (!manager) {
         return tl::unexpected(manager.error());
       }
@@ -88,9 +95,9 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
   }
 
   service->leases_ = std::make_unique<LeaseTable>();
-  service->handler_ =
-      std::make_unique<RequestHandler>(*service->store_, views, metrics, config.tokens,
-                                       service->jobs_.get(), service->leases_.get());
+  service->handler_ = std::make_unique<RequestHandler>(
+      *service->store_, views, metrics, config.tokens, service->jobs_.get(), service->leases_.get(),
+      &service->signing_->signer());
   service->server_ = std::make_unique<HttpServer>(
       service->io_,
       [handler = service->handler_.get()](Request&& r, const Responder& respond) {

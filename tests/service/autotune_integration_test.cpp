@@ -8,6 +8,7 @@
 
 #include <kcache/cachekey/hardware.h>
 #include <kcache/client/client.h>
+#include <kcache/protocol/record_signature.h>
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -261,9 +262,14 @@ TEST(Autotune, ReductionUnrollAndHalvingMatchesExhaustive) {
 // every variant is already stored under its compile key.
 TEST(Autotune, AnotherTuningClassRebenchmarksWithoutCompiling) {
   testing::RedisServer redis;
+  // One signing key for both nodes: each serves the other's (signed) records.
+  testing::TempDir keys;
+  const std::string key_file = (keys.path() / "cluster.pem").string();
+  ASSERT_TRUE(protocol::SigningKey::generate()->save(key_file).has_value());
   std::vector<std::string> a_args = worker_args(), b_args = worker_args();
   for (auto* args : {&a_args, &b_args}) {
-    args->insert(args->end(), {"--redis-url", redis.url("namespace=autotune")});
+    args->insert(args->end(),
+                 {"--redis-url", redis.url("namespace=autotune"), "--signing-key", key_file});
   }
   b_args.insert(b_args.end(), {"--tuning-class", "cpu:another-model"});
   KcachedProcess node_a(a_args), node_b(b_args);

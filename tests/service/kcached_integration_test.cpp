@@ -5,6 +5,7 @@
 
 #include <kcache/cachekey/key_manifest.h>
 #include <kcache/client/client.h>
+#include <kcache/protocol/record_signature.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -234,8 +235,12 @@ TEST(Kcached, DeeplyNestedJsonIsA400AndTheDaemonGoesOn) {
 TEST(Kcached, RedisTierSharedAndItsLossIsSurvived) {
   testing::RedisServer redis;
   const std::string redis_url = redis.url("namespace=it&timeout_ms=200&connect_timeout_ms=100");
-  KcachedProcess node_a({"--redis-url", redis_url});
-  KcachedProcess node_b({"--redis-url", redis_url});
+  // One signing key for both nodes: each serves the other's (signed) records.
+  testing::TempDir keys;
+  const std::string key_file = (keys.path() / "cluster.pem").string();
+  ASSERT_TRUE(protocol::SigningKey::generate()->save(key_file).has_value());
+  KcachedProcess node_a({"--redis-url", redis_url, "--signing-key", key_file});
+  KcachedProcess node_b({"--redis-url", redis_url, "--signing-key", key_file});
   auto a = connect(node_a.url());
   auto b = connect(node_b.url());
   ASSERT_TRUE(a->put("shared", {{"value", "from node a"}}).has_value());

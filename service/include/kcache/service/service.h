@@ -12,6 +12,7 @@
 #include <kcache/service/lease_table.h>
 #include <kcache/service/metrics.h>
 #include <kcache/service/request_handler.h>
+#include <kcache/service/signing.h>
 #include <kcache/storage/store.h>
 
 #include <boost/asio/io_context.hpp>
@@ -43,6 +44,7 @@ private:
 
   ServiceConfig config_;
   boost::asio::io_context io_;
+  std::unique_ptr<Signing> signing_; // outlives the store, jobs and handler that use it
   std::unique_ptr<storage::Store> store_;
   MetricsRegistry metrics_;
   std::unique_ptr<JobManager> jobs_; // null when this kcached compiles nothing
