@@ -5,6 +5,7 @@
 // very same entries, counted by reason, and never their bytes.
 
 #include "kcached_process.h"
+#include "redis_server.h"
 #include "temp_dir.h"
 
 #include <kcache/client/client.h>
@@ -156,6 +157,50 @@ TEST_F(VerifyEndToEnd, GetOrCompileVerifiesWhatItReturns) {
   ASSERT_TRUE(hit->artifact.has_value()) << trainer->verification().last_rejection;
   EXPECT_EQ(hit->kind, client::CompileOutcome::Kind::kHit);
   EXPECT_EQ(trainer->verification().verified, 1U);
+}
+
+// The forgery through the shared tier: an attacker's node (its own
+// key) writes into the cluster's Redis, and a node that was told to trust
+// that key (misconfigured, or the key leaked) serves the entry as valid. A
+// trainer that trusts only the genuine node's key still refuses it, while the
+// genuine node's own entries verify through the same daemon.
+TEST(VerifyThroughRedis, AnEntryPlantedByAnotherKeyIsRefusedByTheTrainer) {
+  TempDir dir;
+  auto genuine = protocol::SigningKey::generate();
+  auto attacker = protocol::SigningKey::generate();
+  ASSERT_TRUE(genuine && attacker);
+  ASSERT_TRUE(genuine->save(dir.path() / "genuine.pem"));
+  ASSERT_TRUE(attacker->save(dir.path() / "attacker.pem"));
+  const std::string genuine_pub = write_file(dir.path() / "genuine.pub", genuine->public_pem());
+  const std::string attacker_pub = write_file(dir.path() / "attacker.pub", attacker->public_pem());
+  testing::RedisServer redis;
+  const std::string redis_url = redis.url("namespace=verify&timeout_ms=500");
+  KcachedProcess node({"--redis-url", redis_url, "--signing-key",
+                       (dir.path() / "genuine.pem").string(), "--trusted-keys", attacker_pub});
+  KcachedProcess rogue(
+      {"--redis-url", redis_url, "--signing-key", (dir.path() / "attacker.pem").string()});
+
+  ASSERT_TRUE(client_for(rogue, false)->put("kc1-planted", {{"value", "evil pickle"}}));
+  ASSERT_TRUE(client_for(node, false)->put("kc1-genuine", {{"value", "good pickle"}}));
+  // The node serves the planted entry from Redis: it trusts the attacker's key.
+  auto served = client_for(node, false)->get("kc1-planted");
+  ASSERT_TRUE(served.has_value() && served->has_value());
+
+  auto trainer = client_for(node, true, {genuine_pub});
+  auto planted = trainer->get("kc1-planted");
+  ASSERT_TRUE(planted.has_value()) << planted.error().message;
+  EXPECT_FALSE(planted->has_value());
+  const std::vector<std::string> keys = {"kc1-planted", "kc1-genuine"};
+  auto batch = trainer->batch_get(keys);
+  ASSERT_TRUE(batch.has_value()) << batch.error().message;
+  EXPECT_FALSE((*batch)[0].has_value());
+  ASSERT_TRUE((*batch)[1].has_value()) << trainer->verification().last_rejection;
+  EXPECT_EQ((*batch)[1]->files.at(0).data, "good pickle");
+  const client::VerificationStats stats = trainer->verification();
+  EXPECT_EQ(stats.rejected[static_cast<std::size_t>(Rejection::kUnknownKey)], 2U);
+  EXPECT_EQ(stats.verified, 1U);
+  EXPECT_NE(stats.last_rejection.find(attacker->key_id()), std::string::npos)
+      << stats.last_rejection;
 }
 
 // `kcache show KEY` prints who wrote an entry and whose key signed it, and
