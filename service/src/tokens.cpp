@@ -220,10 +220,11 @@ tl::expected<std::vector<Token>, std::string> tokens_from_toml(const toml::table
       }
     } else {
       if (!source_private) {
-        return fail(what +
-                    ": a plaintext token in a file that group or others may read; run "
-                    "`chmod 600 " +
-                    where + "`, or keep its sha256 = \"...\" instead of token = \"...\"");
+        std::string message = what;
+        message += ": a plaintext token in a file that group or others may read; run `chmod 600 ";
+        message += where;
+        message += "`, or keep its sha256 = \"...\" instead of token = \"...\"";
+        return fail(std::move(message));
       }
       if (is_placeholder_token(*plain)) {
         return fail(what + ": token is the example's placeholder '" + *plain +
