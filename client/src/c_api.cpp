@@ -364,6 +364,9 @@ kcache_status kcache_submit(kcache_client* client, const char* key, const char* 
     if (submitted->job) {
       doc["job"] = kcache::protocol::parse_json_or_discarded(submitted->job->json);
     }
+    // Where the result goes, and why not under the key when the token may not write it.
+    kcache::protocol::add_publication(doc,
+                                      {submitted->published_under, submitted->client_key_refused});
     if (!fill(answer, doc.dump())) {
       return fail(KCACHE_ERR_PROTOCOL, "out of memory");
     }
