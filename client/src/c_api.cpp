@@ -135,6 +135,8 @@ const char* kcache_last_error(void) {
   return t_last_error.c_str();
 }
 
+} // extern "C"
+
 namespace {
 
 // A field of kcache_options_ext if the caller's struct has it, else its
@@ -195,6 +197,8 @@ tl::expected<void, std::string> verification_options(const kcache_options_ext* e
 }
 
 } // namespace
+
+extern "C" {
 
 kcache_status kcache_client_open(const kcache_options* options, kcache_client** out) {
   return kcache_client_open_ext(options, nullptr, out);
