@@ -6,13 +6,13 @@
 
 #include "../storage/tmpfs_mount.h"
 #include "kcached_process.h"
+#include "random_bytes.h"
 
 #include <kcache/cachekey/sha256.h>
 #include <kcache/client/client.h>
 
 #include <gtest/gtest.h>
 
-#include <random>
 #include <sstream>
 
 namespace kcache {
@@ -36,12 +36,7 @@ std::unique_ptr<Client> connect(const KcachedProcess& kcached) {
 }
 
 std::string blob(std::size_t size, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string out(size, '\0');
-  for (char& ch : out) {
-    ch = static_cast<char>(rng() & 0xFF);
-  }
-  return out;
+  return testing::random_bytes(size, seed);
 }
 
 struct Blob {

@@ -3,18 +3,14 @@
 // Each asserts the "must be" column: no crash, kcached's RSS under a stated
 // bound, and a well-behaved client's latency measured in the same run.
 
+#include "http_attacks.h"
 #include "kcached_process.h"
 #include "process_memory.h"
 #include "strong_token.h"
 
 #include <kcache/client/client.h>
 
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,7 +18,6 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,8 +29,14 @@ using testing::KcachedProcess;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
+using testing::connect_from;
 using testing::kSanitized;
+using testing::percentile;
+using testing::read_response;
 using testing::rss_mb;
+using testing::send_all;
+using testing::SlowHeaders;
+using testing::status_of;
 
 // ASan's shadow and quarantine hold freed memory: RSS bounds are looser there.
 constexpr double kRssSlackMb = kSanitized ? 400.0 : 100.0;
@@ -53,78 +54,6 @@ std::string token_config(const testing::TempDir& dir) {
   std::filesystem::permissions(path, std::filesystem::perms::owner_read |
                                          std::filesystem::perms::owner_write);
   return path;
-}
-
-// A TCP connection to 127.0.0.1:port from `source` (any 127/8 address is
-// loopback: attackers and the good client get different peer addresses).
-int connect_from(int port, const char* source = "127.0.0.1", int rcvbuf = 0) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) {
-    return -1;
-  }
-  if (rcvbuf > 0) {
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-  }
-  sockaddr_in local{};
-  local.sin_family = AF_INET;
-  inet_pton(AF_INET, source, &local.sin_addr);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  if (bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0 ||
-      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-bool send_all(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    const ssize_t n = send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n <= 0) {
-      return false;
-    }
-    bytes.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return true;
-}
-
-// Reads until a response head (and the body its Content-Length announces)
-// arrived, the peer closed, or the timeout passed.
-std::string read_response(int fd, std::chrono::milliseconds timeout = 3000ms) {
-  std::string out;
-  const auto deadline = Clock::now() + timeout;
-  char buf[8192];
-  while (Clock::now() < deadline) {
-    const auto head_end = out.find("\r\n\r\n");
-    if (head_end != std::string::npos) {
-      std::size_t length = 0;
-      if (const auto cl = out.find("Content-Length: "); cl != std::string::npos && cl < head_end) {
-        length = std::stoul(out.substr(cl + 16));
-      }
-      if (out.size() >= head_end + 4 + length) {
-        return out;
-      }
-    }
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 20) <= 0) {
-      continue;
-    }
-    const ssize_t n = recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) {
-      break;
-    }
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  return out;
-}
-
-int status_of(const std::string& response) {
-  return response.size() >= 12 && response.rfind("HTTP/1.1 ", 0) == 0
-             ? std::stoi(response.substr(9, 3))
-             : 0;
 }
 
 // One request on a fresh connection, as a well-behaved client: its status
@@ -147,15 +76,6 @@ std::string good_request() {
          kReadToken + "\r\nConnection: close\r\n\r\n";
 }
 
-double percentile(std::vector<double> values, double p) {
-  if (values.empty()) {
-    return 0;
-  }
-  std::sort(values.begin(), values.end());
-  return values[std::min(values.size() - 1,
-                         static_cast<std::size_t>(p * static_cast<double>(values.size())))];
-}
-
 // A well-behaved client's latencies over `duration`; any status but 404
 // (the key is missing) counts as a failure.
 struct Probe {
@@ -175,20 +95,7 @@ Probe probe(int port, std::chrono::milliseconds duration) {
 }
 
 double metric(int port, const std::string& name) {
-  const int fd = connect_from(port);
-  send_all(fd, std::string("GET /metrics HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer ") +
-                   kReadToken + "\r\nConnection: close\r\n\r\n");
-  const std::string text = read_response(fd);
-  close(fd);
-  double sum = 0;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(name, 0) == 0 && (line[name.size()] == ' ' || line[name.size()] == '{')) {
-      sum += std::stod(line.substr(line.rfind(' ') + 1));
-    }
-  }
-  return sum;
+  return testing::metric_sum(port, name, kReadToken);
 }
 
 // Row 1: 500 MB bodies without a token are refused on their head; bodies
@@ -208,16 +115,9 @@ TEST(ReliabilityHttp, BodiesWithoutATokenAreRefusedBeforeTheBody) {
   std::atomic<int> early_401{0};
   for (int i = 0; i < 3; ++i) {
     attackers.emplace_back([&] {
-      const int fd = connect_from(kcached.port());
-      ASSERT_GE(fd, 0);
-      ASSERT_TRUE(send_all(fd, head));
-      const std::string reply = read_response(fd, 2000ms);
-      early_401 += status_of(reply) == 401 ? 1 : 0;
-      const std::string chunk(1 << 20, 'x');
-      for (int mb = 0; mb < 500 && send_all(fd, chunk); ++mb) {
-        sent += chunk.size();
-      }
-      close(fd);
+      const testing::BodyAttack attack = testing::stream_body(kcached.port(), head, 500);
+      early_401 += attack.early_status == 401 ? 1 : 0;
+      sent += attack.sent;
     });
   }
   double rss_peak = rss_before;
@@ -277,94 +177,6 @@ TEST(ReliabilityHttp, BodiesWithoutATokenAreRefusedBeforeTheBody) {
   EXPECT_EQ(metric(kcached.port(), "kcache_http_body_bytes_buffered"), 0);
   EXPECT_TRUE(kcached.running());
 }
-
-// Slow request heads from one address, opened over and over: 1 byte a second.
-class SlowHeaders {
-public:
-  SlowHeaders(int port, const char* source, int connections) : port_(port), source_(source) {
-    slots_.resize(static_cast<std::size_t>(connections));
-    thread_ = std::thread([this] { run(); });
-  }
-  ~SlowHeaders() {
-    stop_ = true;
-    thread_.join();
-    for (Slot& s : slots_) {
-      if (s.fd >= 0) {
-        close(s.fd);
-      }
-    }
-  }
-  // How long the server kept the slow connections it ended, at most.
-  double longest_life_s() const { return longest_s_.load(); }
-  int opened() const { return opened_.load(); }
-
-private:
-  struct Slot {
-    int fd = -1;
-    Clock::time_point opened;
-    Clock::time_point last_byte;
-    Clock::time_point retry_at;
-    std::size_t sent = 0;
-  };
-
-  void run() {
-    const std::string head = "GET /v1/stats HTTP/1.1\r\nHost: slow\r\nX-Pad: ";
-    std::vector<pollfd> polls;
-    std::vector<Slot*> polled;
-    while (!stop_) {
-      auto now = Clock::now();
-      polls.clear();
-      polled.clear();
-      for (Slot& s : slots_) {
-        if (s.fd < 0 && now >= s.retry_at) {
-          s.fd = connect_from(port_, source_);
-          s.opened = now;
-          s.last_byte = now - 1s;
-          s.sent = 0;
-          ++opened_;
-        }
-        if (s.fd >= 0) {
-          polls.push_back({s.fd, POLLIN, 0});
-          polled.push_back(&s);
-        }
-      }
-      // One wait for all: the attacker's own CPU must not slow the server's host.
-      poll(polls.data(), polls.size(), 50);
-      now = Clock::now();
-      for (std::size_t i = 0; i < polls.size(); ++i) {
-        Slot& s = *polled[i];
-        if ((polls[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
-          // Closed by the server (EOF or a 503).
-          char buf[512];
-          const ssize_t n = recv(s.fd, buf, sizeof buf, MSG_DONTWAIT);
-          if (n <= 0) {
-            longest_s_ =
-                std::max(longest_s_.load(), std::chrono::duration<double>(now - s.opened).count());
-          }
-          close(s.fd);
-          s.fd = -1;
-          s.retry_at = now + 1s; // an attacker that comes back
-          continue;
-        }
-        if (now - s.last_byte >= 1s) {
-          const char byte = s.sent < head.size() ? head[s.sent] : 'x';
-          if (send(s.fd, &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) {
-            ++s.sent;
-          }
-          s.last_byte = now;
-        }
-      }
-    }
-  }
-
-  int port_;
-  const char* source_;
-  std::vector<Slot> slots_;
-  std::atomic<bool> stop_{false};
-  std::atomic<double> longest_s_{0};
-  std::atomic<int> opened_{0};
-  std::thread thread_;
-};
 
 void slow_header_attack(const std::vector<std::string>& args, const char* what) {
   testing::TempDir config_dir;
@@ -433,15 +245,9 @@ TEST(ReliabilityHttp, FetchersThatDoNotReadAreBounded) {
 
   const std::string get = std::string("GET /v1/artifacts/kc-big HTTP/1.1\r\nHost: t\r\n") +
                           "Authorization: Bearer " + kReadToken + "\r\n\r\n";
-  std::vector<int> fds;
-  double rss_peak = rss_before;
-  for (int i = 0; i < 100; ++i) {
-    const int fd = connect_from(kcached.port(), "127.0.0.3", 4096);
-    ASSERT_GE(fd, 0);
-    send_all(fd, get);
-    fds.push_back(fd);
-    rss_peak = std::max(rss_peak, rss_mb(kcached.pid()));
-  }
+  const std::vector<int> fds = testing::open_non_readers(kcached.port(), "127.0.0.3", get, 100);
+  ASSERT_EQ(fds.size(), 100U);
+  double rss_peak = std::max(rss_before, rss_mb(kcached.pid()));
   // While they hang on: a well-behaved client still gets small answers fast.
   const Probe during = probe(kcached.port(), 1s);
   for (int i = 0; i < 20; ++i) {

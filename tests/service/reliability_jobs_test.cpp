@@ -4,6 +4,7 @@
 // with SIGKILL mid-compile is retried (the job succeeds; nothing is
 // negatively cached). Label `reliability`; each figure is printed.
 
+#include "job_attacks.h"
 #include "kcached_process.h"
 #include "process_memory.h"
 
@@ -14,8 +15,6 @@
 
 #include <csignal>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <thread>
 
 namespace kcache {
@@ -28,20 +27,16 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
+using testing::autotune_search;
+using testing::cpp_spec;
 using testing::kSanitized;
 using testing::rss_mb;
+using testing::spec_body;
+using testing::worker_args;
+using testing::workers_of;
 
 // ASan's quarantine holds freed memory (256 MB by default): looser there.
 constexpr double kRssSlackMb = kSanitized ? 400.0 : 100.0;
-
-// A release worker where scripts/test names one (a sanitized one cannot run
-// under an address-space limit).
-std::vector<std::string> worker_args() {
-  const char* env = std::getenv("KCACHE_WORKER_BINARY");
-  const bool release = env != nullptr && *env != '\0';
-  return {"--worker-binary", release ? env : testing::built_binary("kcache-worker"),
-          "--worker-memory", release ? "4GiB" : "0"};
-}
 
 std::unique_ptr<Client> connect(const KcachedProcess& kcached) {
   client::ClientOptions o;
@@ -51,41 +46,6 @@ std::unique_ptr<Client> connect(const KcachedProcess& kcached) {
   auto c = Client::create(o);
   EXPECT_TRUE(c.has_value());
   return std::move(*c);
-}
-
-json cpp_spec(const std::string& source, std::vector<std::string> options = {"-O2"}) {
-  return json{{"backend", "cpp"},
-              {"source", {{"name", "kernel.cpp"}, {"text", source}}},
-              {"options", std::move(options)},
-              {"target", "x86-64-v2"},
-              {"output", "object"}};
-}
-
-// An autotune search over A = 1..a and B = 1..b (a parameter takes at most
-// 4096 values).
-json search(int a, int b) {
-  json spec = cpp_spec("extern \"C\" void sum(const float* x, float* out, int n) { out[0] = "
-                       "A * B * x[0] + n; }");
-  spec["output"] = "shared";
-  spec["name_expressions"] = {"sum"};
-  json as = json::array();
-  json bs = json::array();
-  for (int i = 1; i <= a; ++i) {
-    as.push_back(i);
-  }
-  for (int i = 1; i <= b; ++i) {
-    bs.push_back(i);
-  }
-  spec["autotune"] = {{"params", {{"A", as}, {"B", bs}}},
-                      {"budget", {{"max_variants", a * b}}},
-                      {"benchmark",
-                       {{"shapes", {{"N", 64}}},
-                        {"args",
-                         {{{"buffer", "x"}, {"count", "N"}, {"seed", 3}},
-                          {{"buffer", "out"}, {"count", "1"}, {"output", true}},
-                          {{"scalar", "N"}, {"dtype", "i32"}}}},
-                        {"reference", {{"A", 1}, {"B", 1}}}}}};
-  return spec;
 }
 
 struct Answer {
@@ -118,13 +78,13 @@ TEST(ReliabilityJobs, AnAutotuneSearchOfTwentyThousandVariantsIsRefusedWhole) {
   auto c = connect(kcached);
   const double rss_before = rss_mb(kcached.pid());
 
-  const Answer huge = submit(*c, json{{"spec", search(200, 100)}}.dump());
+  const Answer huge = submit(*c, json{{"spec", autotune_search(200, 100)}}.dump());
   EXPECT_EQ(huge.status, 400) << huge.body.dump();
   const std::string error = huge.body.value("error", std::string());
   EXPECT_NE(error.find("queue_capacity 1024"), std::string::npos) << error;
   EXPECT_EQ(queued(*c), 0U) << "none of its variants queued";
   // Over one submitter's quota (256 by default) though within the queue.
-  const Answer over_quota = submit(*c, json{{"spec", search(30, 10)}}.dump());
+  const Answer over_quota = submit(*c, json{{"spec", autotune_search(30, 10)}}.dump());
   EXPECT_EQ(over_quota.status, 400) << over_quota.body.dump();
   EXPECT_NE(over_quota.body.value("error", std::string()).find("max_jobs_per_submitter 256"),
             std::string::npos)
@@ -135,14 +95,6 @@ TEST(ReliabilityJobs, AnAutotuneSearchOfTwentyThousandVariantsIsRefusedWhole) {
   std::printf("[ figures ] autotune 20,000 variants: %d in %.2f s, queued 0 (capacity 1024); "
               "300 variants: %d; RSS %.0f -> %.0f MB\n",
               huge.status, huge.seconds, over_quota.status, rss_before, rss_after);
-}
-
-// A submission whose source is `size` bytes of 'x' (written directly: a
-// sanitized nlohmann::json takes seconds over 100 MB).
-std::string spec_body(std::size_t size) {
-  return R"({"spec":{"backend":"cpp","source":{"name":"kernel.cpp","text":")" +
-         std::string(size, 'x') +
-         R"("},"options":["-O2"],"target":"x86-64-v2","output":"object"}})";
 }
 
 TEST(ReliabilityJobs, AHundredMegabyteSpecIs413AndMemoryStays) {
@@ -183,31 +135,6 @@ TEST(ReliabilityJobs, AHundredMegabyteSpecIs413AndMemoryStays) {
       "[ figures ] 100 MB spec x3: 413, slowest %.2f s; 5 MiB source: %d in %.2f s; RSS %.0f -> "
       "peak %.0f -> %.0f MB after\n",
       slowest, parsed.status, parsed.seconds, rss_before, rss_peak, rss_after);
-}
-
-// The kcache-worker processes kcached runs now.
-std::vector<pid_t> workers_of(pid_t parent) {
-  std::vector<pid_t> out;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) {
-      continue;
-    }
-    std::ifstream in(entry.path() / "stat");
-    std::string stat;
-    std::getline(in, stat);
-    // pid (comm) state ppid ...
-    const auto close = stat.rfind(')');
-    if (close == std::string::npos || stat.find("(kcache-worker)") == std::string::npos) {
-      continue;
-    }
-    char state = 0;
-    pid_t ppid = 0;
-    if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == parent) {
-      out.push_back(std::stoi(name));
-    }
-  }
-  return out;
 }
 
 TEST(ReliabilityJobs, AWorkerKilledMidCompileIsRetriedAndNothingIsNegativelyCached) {

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -27,7 +28,9 @@ std::string built_binary(const std::string& name) {
   // KCACHE_BUILD_DIR is compiled in: the build tree these tests belong to.
   const std::string dir = KCACHE_BUILD_DIR;
   if (name == "kcached") {
-    return dir + "/service/kcached";
+    // The soak runs a release kcached this way (the tests are built with ASan).
+    const char* env = std::getenv("KCACHE_KCACHED_BINARY");
+    return env != nullptr && *env != '\0' ? env : dir + "/service/kcached";
   }
   if (name == "kcache-worker") {
     return dir + "/compiler/kcache-worker";

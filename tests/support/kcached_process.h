@@ -41,7 +41,7 @@ private:
 };
 
 // The path of a binary built next to the tests (kcached, kcache, kcache-worker,
-// crashing_worker).
+// crashing_worker); KCACHE_KCACHED_BINARY, when set, names the kcached to run.
 std::string built_binary(const std::string& name);
 
 // Sends raw bytes on a fresh TCP connection and returns whatever comes back

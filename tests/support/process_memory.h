@@ -22,6 +22,19 @@ inline constexpr bool kSanitized = false;
 inline constexpr bool kSanitized = false;
 #endif
 
+// Whether the running process `pid` has the ASan runtime mapped (a test may
+// run a release kcached though it is built with ASan itself).
+inline bool runs_sanitized(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find("libasan") != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // Resident set size of `pid` in MiB (VmRSS), or -1 if it cannot be read.
 inline double rss_mb(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
