@@ -275,6 +275,35 @@ TEST_F(Scopes, ASubmitTokenPublishesOnlyWhereItMayWrite) {
   EXPECT_TRUE(hit->has_value()) << own->status << ": " << own->message;
 }
 
+// A job is seen (and cancelled) by its submitter, and by tokens with the role
+// in its key's namespace: for others it does not exist.
+TEST_F(Scopes, JobsAreSeenWhereTheirKeysAre) {
+  auto team_ci = connect(*kcached_, "team-a-ci");
+  auto submitted = team_ci->submit("torch:team-a:seen", cpp_spec("seen"));
+  ASSERT_TRUE(submitted.has_value()) << submitted.error().message;
+  ASSERT_TRUE(submitted->job.has_value()) << submitted->status << ": " << submitted->message;
+  const std::string id = submitted->job->id;
+  auto done = team_ci->job(id, std::chrono::seconds(120));
+  ASSERT_TRUE(done.has_value()) << done.error().message;
+  auto b = connect(*kcached_, "team-b");
+  auto hidden = b->job(id);
+  ASSERT_FALSE(hidden.has_value());
+  EXPECT_EQ(hidden.error().http_status, 404);
+  auto cancel = b->cancel(id);
+  ASSERT_FALSE(cancel.has_value());
+  EXPECT_EQ(cancel.error().http_status, 404);
+  auto listed = b->jobs();
+  ASSERT_TRUE(listed.has_value());
+  for (const auto& job : listed->jobs) {
+    EXPECT_NE(job.id, id);
+  }
+  auto reader = connect(*kcached_, "reader"); // reads every namespace
+  EXPECT_TRUE(reader->job(id).has_value());
+  auto cancel_by_reader = reader->cancel(id); // the submit role is needed to cancel
+  ASSERT_FALSE(cancel_by_reader.has_value());
+  EXPECT_EQ(cancel_by_reader.error().http_status, 403);
+}
+
 // Start-up refuses the example's placeholders, weak tokens and plaintext
 // that others may read, naming the token and the setting.
 TEST(ScopesStartUp, WeakTokensStopStartUp) {
