@@ -158,7 +158,8 @@ tl::expected<ServiceConfig, std::string> load_config_file(const std::string& pat
     }
     for (auto [key, out] :
          {std::pair<std::string_view, std::uint64_t*>{"body_memory", &c.limits.body_memory_bytes},
-          {"send_memory", &c.limits.send_memory_bytes}}) {
+          {"send_memory", &c.limits.send_memory_bytes},
+          {"send_memory_per_peer", &c.limits.send_memory_per_peer_bytes}}) {
       if (const toml::node* n = limits->get(key)) {
         auto v = size_value(*n, path + ": limits." + std::string(key));
         if (!v) {
@@ -312,6 +313,7 @@ usage: kcached [--config FILE] [options]
   --body-memory SIZE     request bodies held in memory across connections (default 1GiB;
                          over it: 503 with Retry-After)
   --send-memory SIZE     responses being written across connections (default 1GiB; over it: 503)
+  --send-memory-per-peer SIZE  of that, what one remote address may hold (default: a quarter)
   --log-level LEVEL      trace, debug, info, warn, error
   --port-file PATH       write the bound TCP port here once listening
   --worker-binary PATH   the kcache-worker that compiles jobs (default: found next to kcached)
@@ -396,7 +398,8 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
       c.port_file = value;
     } else if (flag == "--disk-capacity" || flag == "--memory-capacity" ||
                flag == "--max-body-bytes" || flag == "--worker-memory" || flag == "--body-memory" ||
-               flag == "--send-memory" || flag == "--max-spec-bytes") {
+               flag == "--send-memory" || flag == "--send-memory-per-peer" ||
+               flag == "--max-spec-bytes") {
       auto size = storage::parse_size(value);
       if (!size) {
         return fail(std::string(flag) + ": " + size.error().message);
@@ -407,13 +410,14 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
       if (flag == "--worker-memory") {
         c.jobs.memory_configured = true;
       }
-      (flag == "--disk-capacity"     ? c.disk_capacity
-       : flag == "--memory-capacity" ? c.memory_capacity
-       : flag == "--worker-memory"   ? c.jobs.memory_bytes
-       : flag == "--body-memory"     ? c.limits.body_memory_bytes
-       : flag == "--send-memory"     ? c.limits.send_memory_bytes
-       : flag == "--max-spec-bytes"  ? c.jobs.max_spec_bytes
-                                     : c.limits.max_body_bytes) = *size;
+      (flag == "--disk-capacity"          ? c.disk_capacity
+       : flag == "--memory-capacity"      ? c.memory_capacity
+       : flag == "--worker-memory"        ? c.jobs.memory_bytes
+       : flag == "--body-memory"          ? c.limits.body_memory_bytes
+       : flag == "--send-memory"          ? c.limits.send_memory_bytes
+       : flag == "--send-memory-per-peer" ? c.limits.send_memory_per_peer_bytes
+       : flag == "--max-spec-bytes"       ? c.jobs.max_spec_bytes
+                                          : c.limits.max_body_bytes) = *size;
     } else if (flag == "--signing-key") {
       c.signing.key_file = value;
     } else if (flag == "--trusted-keys") {

@@ -84,8 +84,9 @@ struct HttpServer::State {
   std::atomic<std::size_t> connections{0};
   std::atomic<bool> draining{false};
   std::mutex mu;
-  std::unordered_set<SessionBase*> sessions;             // registered while alive
-  std::unordered_map<std::string, std::size_t> per_peer; // open connections by address
+  std::unordered_set<SessionBase*> sessions;                 // registered while alive
+  std::unordered_map<std::string, std::size_t> per_peer;     // open connections by address
+  std::unordered_map<std::string, std::uint64_t> peer_sends; // send-budget bytes by address
   std::function<void()> on_drained;
   std::optional<asio::steady_timer> drain_timer;
   Budget body_budget;
@@ -147,7 +148,46 @@ struct HttpServer::State {
 
   // Three quarters of the response memory in flight: a large answer built now
   // would most likely be refused after the work of loading it.
-  bool sends_spent() const { return send_budget.used() >= limits.send_memory_bytes / 4 * 3; }
+  // Or three quarters of the peer's share: one address's stalled readers
+  // must not turn every other client's gets into 503s.
+  bool sends_spent(const std::string& peer) {
+    if (send_budget.used() >= limits.send_memory_bytes / 4 * 3) {
+      return true;
+    }
+    std::lock_guard lock(mu);
+    const auto it = peer_sends.find(peer);
+    return it != peer_sends.end() && it->second >= limits.peer_send_cap() / 4 * 3;
+  }
+
+  // A response's bytes against both the global budget and its peer's share
+  // (the Unix socket's local clients have no share). A peer holding nothing
+  // may always reserve, as Budget lets one oversized reservation through.
+  bool reserve_send(const std::string& peer, std::uint64_t bytes) {
+    if (peer.empty()) {
+      return send_budget.try_reserve(bytes);
+    }
+    std::lock_guard lock(mu);
+    std::uint64_t& held = peer_sends[peer];
+    if ((held != 0 && held + bytes > limits.peer_send_cap()) || !send_budget.try_reserve(bytes)) {
+      if (held == 0) {
+        peer_sends.erase(peer);
+      }
+      return false;
+    }
+    held += bytes;
+    return true;
+  }
+
+  void release_send(const std::string& peer, std::uint64_t bytes) {
+    send_budget.release(bytes);
+    if (peer.empty()) {
+      return;
+    }
+    std::lock_guard lock(mu);
+    if (auto it = peer_sends.find(peer); it != peer_sends.end() && (it->second -= bytes) == 0) {
+      peer_sends.erase(it);
+    }
+  }
 
   enum class Door { kOpen, kFull, kPeerFull };
 
@@ -444,7 +484,7 @@ private:
     if (state_->admit) {
       std::optional<Response> refused;
       try {
-        refused = state_->admit(head, state_->sends_spent());
+        refused = state_->admit(head, state_->sends_spent(peer));
       } catch (const std::exception& e) {
         spdlog::error("admission threw: {}", e.what());
         refused = plain_error(http::status::internal_server_error, "internal error");
@@ -580,7 +620,7 @@ private:
   void write(Response response) {
     const std::uint64_t size = response.body().size();
     if (size > kSmallBytes) {
-      if (state_->send_budget.try_reserve(size)) {
+      if (state_->reserve_send(peer, size)) {
         send_reserved_ = size;
       } else {
         state_->send_budget_refusals.inc();
@@ -665,7 +705,7 @@ private:
 
   void release_send() {
     if (send_reserved_ > 0) {
-      state_->send_budget.release(send_reserved_);
+      state_->release_send(peer, send_reserved_);
       if (send_reserved_ >= kLargeBytes) {
         state_->trim_after_large_free();
       }

@@ -250,6 +250,16 @@ TEST(ReliabilityHttp, FetchersThatDoNotReadAreBounded) {
   double rss_peak = std::max(rss_before, rss_mb(kcached.pid()));
   // While they hang on: a well-behaved client still gets small answers fast.
   const Probe during = probe(kcached.port(), 1s);
+  // ...and, from another address, the large artifact itself: the stalled
+  // readers of 127.0.0.3 hold at most their address's share of send_memory.
+  client::ClientOptions read_options = options;
+  read_options.token = kReadToken;
+  read_options.timeout = 10s;
+  auto fetcher = client::Client::create(read_options);
+  ASSERT_TRUE(fetcher.has_value());
+  auto fetched_during = (*fetcher)->get("kc-big");
+  EXPECT_TRUE(fetched_during.has_value() && fetched_during->has_value())
+      << (fetched_during ? "a miss" : fetched_during.error().message);
   for (int i = 0; i < 20; ++i) {
     rss_peak = std::max(rss_peak, rss_mb(kcached.pid()));
     std::this_thread::sleep_for(50ms);

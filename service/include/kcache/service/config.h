@@ -23,6 +23,7 @@
 //   drain_timeout_s  = 10
 //   body_memory      = "1GiB"               # request bodies in memory, all connections
 //   send_memory      = "1GiB"               # responses being written, all connections
+//   send_memory_per_peer = "256MiB"         # of that, one remote address; 0: a quarter
 //   [jobs]
 //   worker_binary   = ""                    # kcache-worker; "" finds it next to kcached
 //   workers         = 2                     # concurrent compiles; 0 disables compiling
@@ -51,8 +52,9 @@
 //   client_ca_file = ""                     # set: clients must show a certificate it signed (mTLS)
 //   min_version    = "1.2"                  # "1.2" or "1.3"; SIGHUP reloads the three files
 //   [signing]                               # signed action records (signing.h)
-//   key_file     = ""                       # Ed25519 PEM; "": data_dir/signing.pem, made once (0600)
-//   trusted_keys = ["/etc/kcache/trusted"]  # public keys (files or dirs) whose shared-tier records
+//   key_file     = ""                       # Ed25519 PEM; "": data_dir/signing.pem, made once
+//   (0600) trusted_keys = ["/etc/kcache/trusted"]  # public keys (files or dirs) whose shared-tier
+//   records
 //                                           # are served; this node's own key always is
 
 #include <tl/expected.hpp>
@@ -95,6 +97,12 @@ struct Limits {
   std::chrono::seconds drain_timeout{10};
   std::uint64_t body_memory_bytes = 1ULL << 30; // request bodies held, all connections
   std::uint64_t send_memory_bytes = 1ULL << 30; // responses being written, all connections
+  // Of send_memory, what one remote address may hold (0: a quarter of it), so
+  // clients that stop reading from one address cannot starve the others.
+  std::uint64_t send_memory_per_peer_bytes = 0;
+  std::uint64_t peer_send_cap() const {
+    return send_memory_per_peer_bytes != 0 ? send_memory_per_peer_bytes : send_memory_bytes / 4;
+  }
 };
 
 struct JobsConfig {

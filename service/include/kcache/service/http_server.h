@@ -49,8 +49,8 @@ public:
   using Handler = std::function<void(Request&&, Responder)>;
   // Called with a request's head (its body not read yet): a response refuses
   // the request before its body is read; nullopt lets it in. `sends_spent`:
-  // three quarters of send_memory are in flight, so a large answer would be
-  // refused after it was built.
+  // three quarters of send_memory, or of the peer's share of it, are in
+  // flight, so a large answer would be refused after it was built.
   using Admit = std::function<std::optional<Response>(const Request& head, bool sends_spent)>;
 
   // `metrics` may be null (the server then counts for itself only).
