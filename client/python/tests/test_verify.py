@@ -2,6 +2,7 @@
 a real kcached: entries signed by the daemon's key verify when that key is
 trusted, and are misses (counted by reason) for a client that trusts another."""
 
+import json
 import subprocess
 
 import pytest
@@ -69,3 +70,28 @@ def test_verification_without_a_usable_key_refuses_to_open(daemon, tmp_path):
     with pytest.raises(kcache.KcacheError):
         kcache.Client(daemon.url, verify_signatures=True, trusted_keys=str(tmp_path / "absent.pem"))
     assert kcache.Client(daemon.url).verification_stats()["enabled"] is False
+
+
+def test_a_caller_built_before_the_verification_fields_gets_them_from_the_environment(daemon, keys, monkeypatch):
+    # kcache_options_ext grows at its end: a struct_size that stops before
+    # trusted_keys must leave those fields unread (env instead).
+    import ctypes
+
+    from kcache._native import Buffer, Options, OptionsExt, load_library, take
+
+    kcache.Client(daemon.url, fail_open=False).put("kc1-py-abi", b"v")
+    monkeypatch.setenv("KCACHE_VERIFY_SIGNATURES", "1")
+    monkeypatch.setenv("KCACHE_TRUSTED_KEYS", keys[1])
+    lib = load_library()
+    opts = Options(daemon.url.encode(), None, 2000, 1)
+    ext = OptionsExt(OptionsExt.trusted_keys.offset, None, None, None, keys[0].encode(), 1)
+    handle = ctypes.c_void_p()
+    assert lib.kcache_client_open_ext(ctypes.byref(opts), ctypes.byref(ext), ctypes.byref(handle)) == 0
+    try:
+        value = Buffer()
+        assert lib.kcache_get(handle, b"kc1-py-abi", ctypes.byref(value)) == 1  # MISS: env's key only
+        stats = Buffer()
+        assert lib.kcache_verification_stats(handle, ctypes.byref(stats)) == 0
+        assert json.loads(take(lib, stats))["rejected"]["unknown-key"] == 1
+    finally:
+        lib.kcache_client_close(handle)
