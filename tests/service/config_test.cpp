@@ -152,6 +152,38 @@ TEST(Config, FlagsOverrideTheFile) {
   EXPECT_EQ(c->threads, 7U);
 }
 
+// [signing] (issue 14): the key file, the trusted keys; flags replace the
+// file's list; --print-public-key takes no value.
+TEST(Config, SigningKeysFromTheFileAndFlags) {
+  const std::string path =
+      write_temp("[signing]\nkey_file = \"/etc/kcache/signing.pem\"\n"
+                 "trusted_keys = [\"/etc/kcache/a.pub\", \"/etc/kcache/trusted\"]\n");
+  auto file = load_config_file(path);
+  ASSERT_TRUE(file.has_value()) << file.error();
+  EXPECT_EQ(file->signing.key_file, "/etc/kcache/signing.pem");
+  EXPECT_EQ(file->signing.trusted_keys,
+            (std::vector<std::string>{"/etc/kcache/a.pub", "/etc/kcache/trusted"}));
+  const char* argv[] = {"kcached",       "--config",           path.c_str(),     "--trusted-keys",
+                        "/k/b.pub",      "--print-public-key", "--trusted-keys", "/k/c.pub",
+                        "--signing-key", "/k/node.pem"};
+  auto flags = parse_command_line(static_cast<int>(std::size(argv)), argv);
+  ASSERT_TRUE(flags.has_value()) << flags.error();
+  EXPECT_EQ(flags->signing.trusted_keys, (std::vector<std::string>{"/k/b.pub", "/k/c.pub"}));
+  EXPECT_EQ(flags->signing.key_file, "/k/node.pem");
+  EXPECT_TRUE(flags->signing.print_public_key);
+  EXPECT_FALSE(ServiceConfig{}.signing.print_public_key);
+  EXPECT_TRUE(ServiceConfig{}.signing.key_file.empty()); // data_dir/signing.pem
+  EXPECT_NE(load_config_file(write_temp("[signing]\ntrusted_keys = \"/k\"\n"))
+                .error()
+                .find("signing.trusted_keys must be a list"),
+            std::string::npos);
+  EXPECT_NE(load_config_file(write_temp("[signing]\nkey_file = 3\n")).error().find("key_file"),
+            std::string::npos);
+  EXPECT_NE(load_config_file(write_temp("signing = 1\n")).error().find("[signing]"),
+            std::string::npos);
+  EXPECT_TRUE(load_config_file(write_temp("[signing]\ntrusted_keys = []\n")).has_value());
+}
+
 TEST(Config, ClearErrors) {
   EXPECT_NE(load_config_file("/nonexistent/kcached.toml").error().find("/nonexistent"),
             std::string::npos);
@@ -161,7 +193,7 @@ TEST(Config, ClearErrors) {
       load_config_file(write_temp("disk_capacity = \"lots\"\n")).error().find("disk_capacity"),
       std::string::npos);
   EXPECT_NE(load_config_file(write_temp("[[tokens]]\nrole = \"root\"\nsha256 = \"" +
-                                         std::string(64, 'a') + "\"\n"))
+                                        std::string(64, 'a') + "\"\n"))
                 .error()
                 .find("unknown role"),
             std::string::npos);
