@@ -28,7 +28,7 @@ std::string record_namespace(const storage::ActionRecord& record) {
 Signing::Signing(protocol::SigningKey key, std::shared_ptr<const protocol::TrustedKeys> trusted)
     : key_(std::move(key)), trusted_(std::move(trusted)),
       rejections_(std::make_shared<storage::SignatureRejections>()),
-      signer_(key_, record_namespace) {}
+      signer_(key_, record_namespace, trusted_) {}
 
 tl::expected<std::unique_ptr<Signing>, std::string> Signing::create(const SigningConfig& config,
                                                                     const std::string& data_dir) {

@@ -165,6 +165,12 @@ Result<std::optional<Artifact>> ArtifactStore::load_record(std::string_view key)
     (void)store_.remove(Area::kAction, key);
     return std::optional<Artifact>{};
   }
+  if (signer_ != nullptr && !signer_->still_trusted(*record)) {
+    // Kept, not deleted: trusting the key again brings it back.
+    spdlog::debug("action cache: {} is signed by key {}, no longer trusted: a miss", key,
+                  record->signature->key_id);
+    return std::optional<Artifact>{};
+  }
   return std::optional<Artifact>{Artifact{std::move(*record), std::move(**raw), {}}};
 }
 

@@ -244,6 +244,24 @@ TEST_F(Signatures, ARevokedKeyIsNoLongerTrusted) {
   EXPECT_GT(rejected(*b, "unknown-key"), 0);
 }
 
+TEST_F(Signatures, ARevokedKeysRecordsAreNotServedFromANodesOwnCopies) {
+  genuine("torch:team-a:copied", "read once while trusted");
+  auto node_b = node({"--trusted-keys", trusted_dir()});
+  auto b = connect(node_b->url());
+  expect_served(*b, "torch:team-a:copied", "read once while trusted"); // now in B's own tiers
+  std::filesystem::remove(trusted_dir_.path() / "keys" / "node-a.pem");
+  std::ofstream(trusted_dir_.path() / "keys" / "successor.pem")
+      << protocol::SigningKey::generate()->public_pem();
+  ASSERT_EQ(node_b->terminate(), 0);
+  node_b->start(); // same data dir: its RocksDB holds the copy
+  b = connect(node_b->url());
+  auto got = b->get("torch:team-a:copied");
+  ASSERT_TRUE(got.has_value());
+  EXPECT_FALSE(got->has_value());
+  EXPECT_EQ(status_of(*b, HttpMethod::kGet, "/v1/ac/torch:team-a:copied"), 404);
+  EXPECT_EQ(status_of(*b, HttpMethod::kGet, "/v1/entries/torch:team-a:copied"), 404);
+}
+
 TEST_F(Signatures, RecordsAPutThroughTheAcRouteAreSignedByTheNode) {
   // PUT /v1/ac with a client's own (forged) signature: the node signs it anew.
   genuine("torch:team-a:blob-src", "blob");

@@ -84,6 +84,29 @@ TEST(RecordSigning, ArtifactStoreSignsWhatItStoresAndDropsForeignSignatures) {
   EXPECT_FALSE(json::parse(**memory.get(Area::kAction, "torch:team-a:k2")).contains("signature"));
 }
 
+TEST(RecordSigning, ARevokedKeysRecordsLeaveTheLocalTiersToo) {
+  const SigningKey own = *SigningKey::generate();
+  const SigningKey other = *SigningKey::generate();
+  MemoryStore local(64 << 20);
+  // A record of `other`'s, verified when it came from the shared tier.
+  const KeyRecordSigner other_signer(other);
+  ASSERT_TRUE(ArtifactStore(local, &other_signer).put("k-other", {{"a", "1"}}, "ci").has_value());
+  ASSERT_TRUE(ArtifactStore(local).put("k-unsigned", {{"a", "2"}}, "old").has_value());
+
+  const KeyRecordSigner trusting_other(own, {}, trusting({&other}));
+  ArtifactStore before(local, &trusting_other);
+  EXPECT_TRUE(before.get("k-other")->has_value());
+  ASSERT_TRUE(before.put("k-own", {{"a", "3"}}, "ci").has_value());
+
+  const KeyRecordSigner revoked(own, {}, trusting({}));
+  ArtifactStore after(local, &revoked);
+  EXPECT_FALSE(after.get("k-other")->has_value());
+  EXPECT_FALSE(after.get_record("k-other")->has_value());
+  EXPECT_TRUE(after.get("k-own")->has_value());                  // its own key always
+  EXPECT_TRUE(after.get("k-unsigned")->has_value());             // written before signing
+  EXPECT_TRUE(local.get(Area::kAction, "k-other")->has_value()); // kept, not deleted
+}
+
 TEST(RecordSigning, MalformedSignatureMemberDoesNotMakeALocalRecordCorrupt) {
   auto record =
       record_from_json(R"({"key":"k","outputs":[],"producer":"p","created_ms":1,"metadata":{},)"
