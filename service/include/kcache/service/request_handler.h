@@ -135,8 +135,8 @@ private:
   std::vector<TierView> tiers_;
   MetricsRegistry& metrics_;
   std::vector<Token> tokens_;
-  std::vector<Principal> principals_;                  // one per token, in order
-  const Principal anonymous_ = Principal::anonymous(); // no tokens configured
+  std::vector<Principal> principals_;                      // one per token, in order
+  const Principal anonymous_ = Principal::anonymous();     // no tokens configured
   const Principal unauthenticated_{"unauthenticated", {}}; // open routes (healthz) with tokens
   JobManager* jobs_;
   LeaseTable* leases_;
