@@ -1,5 +1,6 @@
 #include <kcache/protocol/url.h>
 
+#include <algorithm>
 #include <charconv>
 
 namespace kcache::protocol {
@@ -17,6 +18,27 @@ std::string percent_decode(std::string_view text) {
       }
     }
     out += text[i] == '+' ? ' ' : text[i];
+  }
+  return out;
+}
+
+std::optional<std::string> percent_decode_strict(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    unsigned value = 0;
+    const char* first = text.data() + i + 1;
+    const char* last = text.data() + std::min(i + 3, text.size());
+    const auto [ptr, ec] = std::from_chars(first, last, value, 16);
+    if (last - first != 2 || ec != std::errc() || ptr != last) {
+      return std::nullopt;
+    }
+    out += static_cast<char>(value);
+    i += 2;
   }
   return out;
 }

@@ -25,8 +25,8 @@ tl::unexpected<std::string> fail(std::string message) {
   return tl::unexpected(std::move(message));
 }
 
-// What deploy/kcached.toml shipped: the old plaintext placeholders worked as
-// tokens; the new ones are not digests at all.
+// The plaintext tokens deploy/kcached.toml used to ship (they worked as
+// tokens): a config holding one of their digests is refused too.
 constexpr std::array<std::string_view, 4> kOldPlaceholders = {
     "replace-with-a-reader-token", "replace-with-a-ci-token", "replace-with-a-trainer-token",
     "replace-with-an-admin-token"};
@@ -163,8 +163,7 @@ double token_entropy_bits(std::string_view token) {
 }
 
 bool is_placeholder_token(std::string_view token) {
-  return placeholder_text(token) || std::find(kOldPlaceholders.begin(), kOldPlaceholders.end(),
-                                              token) != kOldPlaceholders.end();
+  return placeholder_text(token); // the old plaintext ones start with "replace-with-" too
 }
 
 tl::expected<std::vector<Token>, std::string> tokens_from_toml(const toml::table& doc,

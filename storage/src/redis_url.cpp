@@ -1,3 +1,4 @@
+#include <kcache/protocol/url.h>
 #include <kcache/storage/redis_store.h>
 #include <kcache/storage/store_url.h>
 
@@ -7,40 +8,6 @@
 
 namespace kcache::storage {
 namespace {
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  if (c >= 'a' && c <= 'f') {
-    return c - 'a' + 10;
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  return -1;
-}
-
-// RFC 3986 userinfo decoding: only %XX ('+' stays '+', unlike a query), and a
-// malformed escape is refused rather than guessed at.
-std::optional<std::string> decode_userinfo(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out += text[i];
-      continue;
-    }
-    const int hi = i + 2 < text.size() ? hex_value(text[i + 1]) : -1;
-    const int lo = hi >= 0 ? hex_value(text[i + 2]) : -1;
-    if (lo < 0) {
-      return std::nullopt;
-    }
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return out;
-}
 
 // [user:]password@host:port -> o.user, o.password, o.host, o.port. Error
 // messages name the part that is wrong, never its value (it may be a secret).
@@ -53,9 +20,9 @@ Result<void> parse_authority(const StoreUrl& url, RedisOptions& o) {
     // "secret@host" (no colon) is a password alone, as it always was here.
     const std::string_view user =
         colon == std::string_view::npos ? std::string_view() : credentials.substr(0, colon);
-    auto decoded_user = decode_userinfo(user);
-    auto decoded_password =
-        decode_userinfo(credentials.substr(colon == std::string_view::npos ? 0 : colon + 1));
+    auto decoded_user = protocol::percent_decode_strict(user);
+    auto decoded_password = protocol::percent_decode_strict(
+        credentials.substr(colon == std::string_view::npos ? 0 : colon + 1));
     if (!decoded_user) {
       return url.invalid("bad percent-escape in the user name");
     }

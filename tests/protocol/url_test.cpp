@@ -11,6 +11,15 @@ TEST(Url, PercentDecodeKeepsMalformedEscapes) {
   EXPECT_EQ(percent_decode("100%"), "100%");
 }
 
+TEST(Url, StrictPercentDecodeKeepsPlusAndRefusesMalformedEscapes) {
+  EXPECT_EQ(percent_decode_strict("p%40ss+w%2Fd"), "p@ss+w/d");
+  EXPECT_EQ(percent_decode_strict(""), "");
+  EXPECT_EQ(percent_decode_strict("%zz"), std::nullopt);
+  EXPECT_EQ(percent_decode_strict("ab%4"), std::nullopt);
+  EXPECT_EQ(percent_decode_strict("100%"), std::nullopt);
+  EXPECT_EQ(percent_decode_strict("%+1"), std::nullopt);
+}
+
 TEST(Url, EncodeRoundTripsThroughDecode) {
   const std::string text = "host:1/ rank=3&x%+\xff";
   EXPECT_EQ(url_encode(text), "host:1%2F%20rank%3D3%26x%25%2B%FF");

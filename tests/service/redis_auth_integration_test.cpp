@@ -8,7 +8,6 @@
 #include <kcache/client/client.h>
 
 #include <gtest/gtest.h>
-#include <hiredis/hiredis.h>
 
 #include <chrono>
 #include <memory>
@@ -23,29 +22,6 @@ using testing::RedisServer;
 
 constexpr const char* kSecret = "s3cret-Redis-pw";
 
-// One command on the server, authenticated; the reply as text.
-std::string redis_command(int port, const std::vector<std::string>& argv) {
-  std::unique_ptr<redisContext, decltype(&redisFree)> ctx(redisConnect("127.0.0.1", port),
-                                                          &redisFree);
-  freeReplyObject(redisCommand(ctx.get(), "AUTH %s", kSecret));
-  std::vector<const char*> args;
-  std::vector<std::size_t> lens;
-  for (const std::string& a : argv) {
-    args.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  auto* reply = static_cast<redisReply*>(
-      redisCommandArgv(ctx.get(), static_cast<int>(args.size()), args.data(), lens.data()));
-  std::string out;
-  if (reply != nullptr) {
-    out = reply->type == REDIS_REPLY_INTEGER ? std::to_string(reply->integer)
-          : reply->str != nullptr            ? std::string(reply->str, reply->len)
-                                             : "";
-    freeReplyObject(reply);
-  }
-  return out;
-}
-
 std::unique_ptr<client::Client> client_for(const KcachedProcess& kcached) {
   client::ClientOptions options;
   options.url = kcached.url();
@@ -56,17 +32,13 @@ std::unique_ptr<client::Client> client_for(const KcachedProcess& kcached) {
 
 TEST(KcachedRedisAuth, TheUrlsPasswordAuthenticatesAndAWrongOneIsLoggedWithoutIt) {
   RedisServer redis;
-  {
-    // Before requirepass, no AUTH is needed to set it.
-    std::unique_ptr<redisContext, decltype(&redisFree)> ctx(redisConnect("127.0.0.1", redis.port()),
-                                                            &redisFree);
-    freeReplyObject(redisCommand(ctx.get(), "CONFIG SET requirepass %s", kSecret));
-  }
+  // Before requirepass, no AUTH is needed to set it.
+  testing::RedisAdmin(redis.port()).run({"CONFIG", "SET", "requirepass", kSecret});
   const std::string base = "127.0.0.1:" + std::to_string(redis.port()) + "?namespace=auth";
 
   KcachedProcess good({"--redis-url", "redis://:" + std::string(kSecret) + "@" + base});
   ASSERT_TRUE(client_for(good)->put("kc1-auth", {{"value", "shared"}}));
-  EXPECT_EQ(redis_command(redis.port(), {"EXISTS", "auth:ac:kc1-auth"}), "1");
+  EXPECT_EQ(testing::RedisAdmin(redis.port(), kSecret).run({"EXISTS", "auth:ac:kc1-auth"}), "1");
 
   KcachedProcess wrong({"--redis-url", "redis://:wrong-" + std::string(kSecret) + "@" + base});
   auto c = client_for(wrong);

@@ -8,7 +8,6 @@
 #include <kcache/storage/store_url.h>
 
 #include <gtest/gtest.h>
-#include <hiredis/hiredis.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
@@ -27,32 +26,8 @@ constexpr std::string_view kPassword = "pa:s/s@w+rd%";
 constexpr std::string_view kEncoded = "pa%3As%2Fs%40w+rd%25";
 
 // Runs commands on the server as its administrator (before or after
-// requirepass is set: `password` is the one to AUTH with, if any).
-class Admin {
-public:
-  Admin(int port, std::string password = "") {
-    ctx_.reset(redisConnect("127.0.0.1", port));
-    if (!password.empty()) {
-      run({"AUTH", std::move(password)});
-    }
-  }
-  std::string run(const std::vector<std::string>& argv) {
-    std::vector<const char*> args;
-    std::vector<std::size_t> lens;
-    for (const std::string& a : argv) {
-      args.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    auto* reply = static_cast<redisReply*>(
-        redisCommandArgv(ctx_.get(), static_cast<int>(args.size()), args.data(), lens.data()));
-    std::string out = reply != nullptr && reply->str != nullptr ? reply->str : "";
-    freeReplyObject(reply);
-    return out;
-  }
-
-private:
-  std::unique_ptr<redisContext, decltype(&redisFree)> ctx_{nullptr, &redisFree};
-};
+// requirepass is set: the password to AUTH with, if any).
+using Admin = kcache::testing::RedisAdmin;
 
 // Captures what spdlog's default logger writes during the test.
 class LogCapture {

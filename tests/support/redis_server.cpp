@@ -54,6 +54,39 @@ bool answers_ping(int port) {
 
 } // namespace
 
+struct RedisAdmin::Connection {
+  std::unique_ptr<redisContext, decltype(&redisFree)> context{nullptr, &redisFree};
+};
+
+RedisAdmin::RedisAdmin(int port, const std::string& password)
+    : connection_(std::make_unique<Connection>()) {
+  connection_->context.reset(redisConnect("127.0.0.1", port));
+  if (!password.empty()) {
+    run({"AUTH", password});
+  }
+}
+
+RedisAdmin::~RedisAdmin() = default;
+
+std::string RedisAdmin::run(const std::vector<std::string>& argv) {
+  std::vector<const char*> args;
+  std::vector<std::size_t> lens;
+  for (const std::string& a : argv) {
+    args.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  auto* reply = static_cast<redisReply*>(redisCommandArgv(
+      connection_->context.get(), static_cast<int>(args.size()), args.data(), lens.data()));
+  std::string out;
+  if (reply != nullptr) {
+    out = reply->type == REDIS_REPLY_INTEGER ? std::to_string(reply->integer)
+          : reply->str != nullptr            ? std::string(reply->str, reply->len)
+                                             : "";
+    freeReplyObject(reply);
+  }
+  return out;
+}
+
 int free_loopback_port() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};

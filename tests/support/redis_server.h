@@ -7,7 +7,9 @@
 
 #include <sys/types.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace kcache::testing {
 
@@ -32,6 +34,23 @@ private:
   TempDir dir_;
   int port_ = 0;
   pid_t pid_ = -1;
+};
+
+// One connection to a test's redis-server for setting it up and looking into
+// it (CONFIG SET requirepass, ACL SETUSER, GET, EXISTS), authenticated with
+// `password` when given. run() answers a string or status reply as its text,
+// an integer as its decimal text, anything else as "".
+class RedisAdmin {
+public:
+  explicit RedisAdmin(int port, const std::string& password = "");
+  ~RedisAdmin();
+  RedisAdmin(const RedisAdmin&) = delete;
+  RedisAdmin& operator=(const RedisAdmin&) = delete;
+  std::string run(const std::vector<std::string>& argv);
+
+private:
+  struct Connection;
+  std::unique_ptr<Connection> connection_;
 };
 
 // Finds a TCP port on 127.0.0.1 that is free right now.

@@ -63,3 +63,19 @@ def daemon():
             yield d
         finally:
             d.stop()
+
+
+def public_key(private_pem, out):
+    subprocess.run(["openssl", "pkey", "-in", str(private_pem), "-pubout", "-out", str(out)], check=True)
+    return str(out)
+
+
+@pytest.fixture
+def keys(daemon, tmp_path):
+    """(the daemon's public key, a public key it never signed with)."""
+    other = tmp_path / "other-private.pem"
+    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(other)], check=True)
+    return (
+        public_key(daemon.data_dir / "data" / "signing.pem", tmp_path / "daemon.pem"),
+        public_key(other, tmp_path / "other.pem"),
+    )

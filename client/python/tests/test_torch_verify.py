@@ -4,7 +4,6 @@ never reaches Inductor, so its pickle is never loaded (issue 14)."""
 import base64
 import json
 import pickle
-import subprocess
 
 import pytest
 
@@ -35,21 +34,6 @@ class Payload:
 def inductor_load(data):
     # What Inductor does with a hit: decode its JSON, unpickle the bytes.
     return pickle.loads(base64.b64decode(json.loads(data)["data"]))
-
-
-def public_key(private_pem, out):
-    subprocess.run(["openssl", "pkey", "-in", str(private_pem), "-pubout", "-out", str(out)], check=True)
-    return str(out)
-
-
-@pytest.fixture
-def keys(daemon, tmp_path):
-    other = tmp_path / "other-private.pem"
-    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(other)], check=True)
-    return (
-        public_key(daemon.data_dir / "data" / "signing.pem", tmp_path / "daemon.pem"),
-        public_key(other, tmp_path / "other.pem"),
-    )
 
 
 def backend(url, **settings):

@@ -3,27 +3,10 @@ a real kcached: entries signed by the daemon's key verify when that key is
 trusted, and are misses (counted by reason) for a client that trusts another."""
 
 import json
-import subprocess
 
 import pytest
 
 import kcache
-
-
-def public_key(private_pem, out):
-    subprocess.run(["openssl", "pkey", "-in", str(private_pem), "-pubout", "-out", str(out)], check=True)
-    return str(out)
-
-
-@pytest.fixture
-def keys(daemon, tmp_path):
-    """(the daemon's public key, a public key it never signed with)."""
-    other = tmp_path / "other-private.pem"
-    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(other)], check=True)
-    return (
-        public_key(daemon.data_dir / "data" / "signing.pem", tmp_path / "daemon.pem"),
-        public_key(other, tmp_path / "other.pem"),
-    )
 
 
 def test_entries_signed_by_a_trusted_key_verify(daemon, keys):

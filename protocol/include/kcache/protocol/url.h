@@ -2,6 +2,7 @@
 // Query strings and percent-encoding, for request targets the client builds,
 // kcached reads, and store URLs.
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +11,9 @@ namespace kcache::protocol {
 
 // "%2F" -> "/", "+" -> " "; a malformed escape is kept as it is.
 std::string percent_decode(std::string_view text);
+// RFC 3986 decoding outside a query (a URL's userinfo): only %XX ('+' stays
+// '+'); nullopt for a malformed escape, which is refused rather than guessed at.
+std::optional<std::string> percent_decode_strict(std::string_view text);
 
 // Everything but [A-Za-z0-9-_.~:] as %XX (upper-case hex).
 std::string url_encode(std::string_view text);
