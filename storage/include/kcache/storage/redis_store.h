@@ -7,6 +7,7 @@
 
 #include <kcache/protocol/circuit_breaker.h>
 #include <kcache/protocol/connection_pool.h>
+#include <kcache/storage/redis_options.h>
 #include <kcache/storage/store.h>
 
 #include <atomic>
@@ -17,30 +18,6 @@
 #include <vector>
 
 namespace kcache::storage {
-
-struct RedisOptions {
-  std::string host = "127.0.0.1";
-  int port = 6379;
-  std::string ns = "kcache";
-  std::string user;     // an ACL user (Redis 6+); empty: the default user
-  std::string password; // sent with AUTH after every connect; never logged
-  int db = 0;
-  std::chrono::milliseconds connect_timeout{200};
-  std::chrono::milliseconds op_timeout{500};
-  std::optional<std::chrono::seconds> ttl;
-  std::size_t max_idle_connections = 16;
-  protocol::CircuitBreakerOptions breaker;
-};
-
-class StoreUrl;
-// redis://[[user]:password@]host[:port][/db]?namespace=kcache&connect_timeout_ms=200
-//        &timeout_ms=500&ttl_s=604800&breaker_failures=3&breaker_open_ms=2000
-// user and password are percent-decoded (%40 for '@', %3A for ':'); a
-// password alone is ":password@" (or "password@").
-Result<RedisOptions> parse_redis_url(const StoreUrl& url);
-
-// redis://user:***@host:port/db: what logs and errors may show of the URL.
-std::string redacted_url(const RedisOptions& options);
 
 class RedisStore final : public Store {
 public:

@@ -1,0 +1,93 @@
+#pragma once
+// One Redis client for everything kcache keeps in Redis (the store tier, the
+// cluster job queue, leases, nodes): a connection pool per Redis node, AUTH,
+// connect/op deadlines and one circuit breaker. Against a Redis Cluster it
+// routes each command by its routing key's hash slot (CRC16, hash tags),
+// follows MOVED (slot map refreshed, retried) and ASK (ASKING, retried once).
+
+#include <kcache/protocol/circuit_breaker.h>
+#include <kcache/storage/redis_options.h>
+#include <kcache/storage/store.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kcache::storage {
+
+// A reply, owned and detached from hiredis.
+struct RedisReply {
+  enum class Type : std::uint8_t { kNil, kInteger, kString, kStatus, kError, kArray };
+  Type type = Type::kNil;
+  long long integer = 0;            // NOLINT(google-runtime-int): hiredis' own type
+  std::string str;                  // kString, kStatus, kError
+  std::vector<RedisReply> elements; // kArray
+  bool is_nil() const { return type == Type::kNil; }
+  bool is_error() const { return type == Type::kError; }
+};
+using RedisCommand = std::vector<std::string>;
+
+class RedisClient {
+public:
+  // Standalone Redis or Redis Cluster (options.cluster, set by parse_redis_url from `?cluster=1`,
+  // or found by the client when a standalone-configured server answers MOVED). Does not connect.
+  static std::unique_ptr<RedisClient> create(RedisOptions options);
+  virtual ~RedisClient();
+  RedisClient() = default;
+  RedisClient(const RedisClient&) = delete;
+  RedisClient& operator=(const RedisClient&) = delete;
+
+  // Every call names its routing key explicitly (the key whose hash slot picks the node; hash tags
+  // `{...}` honoured). In a pipeline every command's key must map to the same slot (callers use
+  // hash tags). An error reply from Redis (e.g. WRONGTYPE, NOSCRIPT) is a RedisReply of kError, NOT
+  // a StoreError; StoreError is reserved for "could not ask" (down, timeout, breaker open =>
+  // rejected=true, AUTH refused).
+  virtual Result<RedisReply> run(std::string_view routing_key, RedisCommand command) = 0;
+  virtual Result<std::vector<RedisReply>> pipeline(std::string_view routing_key,
+                                                   std::vector<RedisCommand> commands) = 0;
+  // For blocking commands (XREADGROUP ... BLOCK ms, BLPOP): runs on a connection whose read
+  // deadline is `timeout` (+ the op timeout), so a long block is not a failure and does not trip
+  // the breaker.
+  virtual Result<RedisReply> run_blocking(std::string_view routing_key, RedisCommand command,
+                                          std::chrono::milliseconds timeout) = 0;
+  // EVALSHA with the script's SHA1, falling back to EVAL once on NOSCRIPT (scripts are cached per
+  // node).
+  virtual Result<RedisReply> eval(std::string_view script, std::vector<std::string> keys,
+                                  std::vector<std::string> args) = 0; // routes by keys[0]
+  // "<ns>:" + suffix. All kcache keys live under the namespace.
+  virtual std::string key(std::string_view suffix) const = 0;
+  virtual protocol::CircuitBreaker::State breaker_state() const = 0;
+  // Best-effort PUBLISH (cluster: any node; Redis Cluster broadcasts). Failures are ignored by
+  // callers.
+  virtual Result<void> publish(std::string_view channel, std::string_view message) = 0;
+
+  // Beyond the contract, for keyspace-wide commands (SCAN): the masters as
+  // "host:port" (standalone: the one server), and runs on one of them.
+  virtual Result<std::vector<std::string>> masters() = 0;
+  virtual Result<std::vector<RedisReply>> pipeline_on(std::string_view node,
+                                                      std::vector<RedisCommand> commands) = 0;
+};
+
+// A subscription on its own connection and thread; reconnects with back-off while Redis is down
+// (then `on_message` is simply not called: subscribers must also poll). Destroying it unsubscribes
+// and joins.
+class RedisSubscription {
+public:
+  static std::unique_ptr<RedisSubscription>
+  start(RedisOptions options, std::vector<std::string> channels,
+        std::function<void(std::string_view channel, std::string_view message)> on_message);
+  virtual ~RedisSubscription();
+  RedisSubscription() = default;
+  RedisSubscription(const RedisSubscription&) = delete;
+  RedisSubscription& operator=(const RedisSubscription&) = delete;
+};
+
+// The Redis Cluster hash slot (0..16383) of a key: CRC16-XMODEM of the key, or
+// of its first non-empty `{...}` hash tag, modulo 16384.
+std::uint16_t redis_hash_slot(std::string_view key);
+
+} // namespace kcache::storage
