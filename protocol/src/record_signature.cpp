@@ -71,14 +71,22 @@ bool is_ed25519(const EVP_PKEY* key) {
   return EVP_PKEY_get_base_id(key) == EVP_PKEY_ED25519;
 }
 
-std::string key_id_of_pkey(const EVP_PKEY* key) {
+std::string raw_public_key_of(const EVP_PKEY* key) {
   std::array<unsigned char, kRawKeySize> raw{};
   std::size_t size = raw.size();
   if (EVP_PKEY_get_raw_public_key(key, raw.data(), &size) != 1 || size != raw.size()) {
     ERR_clear_error();
     return {};
   }
-  return key_id_of(raw);
+  return {reinterpret_cast<const char*>(raw.data()), raw.size()};
+}
+
+std::string key_id_of_pkey(const EVP_PKEY* key) {
+  const std::string raw = raw_public_key_of(key);
+  if (raw.empty()) {
+    return {};
+  }
+  return key_id_of(std::span(reinterpret_cast<const unsigned char*>(raw.data()), raw.size()));
 }
 
 void append_u64(std::string& out, std::uint64_t v) {
@@ -306,7 +314,11 @@ RecordSignature SigningKey::sign(const RecordFields& fields) const {
 // ---- TrustedKeys ----
 
 struct TrustedKeys::Keys {
-  std::map<std::string, PkeyPtr, std::less<>> by_id;
+  struct Key {
+    PkeyPtr pkey;
+    std::string raw; // the raw public key (what a verified-record cache binds)
+  };
+  std::map<std::string, Key, std::less<>> by_id;
 };
 
 TrustedKeys::TrustedKeys() : keys_(std::make_unique<Keys>()) {}
@@ -366,7 +378,8 @@ tl::expected<void, std::string> TrustedKeys::add_pem(std::string_view pem,
       return tl::unexpected(std::string(origin) + ": a public key that is not Ed25519");
     }
     std::string id = key_id_of_pkey(pkey.get());
-    keys_->by_id.insert_or_assign(std::move(id), std::move(pkey));
+    std::string raw = raw_public_key_of(pkey.get());
+    keys_->by_id.insert_or_assign(std::move(id), Keys::Key{std::move(pkey), std::move(raw)});
     ++found;
   }
   ERR_clear_error();
@@ -383,6 +396,11 @@ void TrustedKeys::add(const SigningKey& key) {
 
 bool TrustedKeys::contains(std::string_view key_id) const {
   return keys_->by_id.find(key_id) != keys_->by_id.end();
+}
+
+std::string TrustedKeys::raw_public_key(std::string_view key_id) const {
+  const auto it = keys_->by_id.find(key_id);
+  return it == keys_->by_id.end() ? std::string() : it->second.raw;
 }
 
 std::size_t TrustedKeys::size() const {
@@ -418,7 +436,8 @@ tl::expected<void, SignatureError> TrustedKeys::verify(const RecordFields& field
   const std::string message = signing_message(fields);
   std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx(EVP_MD_CTX_new());
   const bool good =
-      ctx && EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, it->second.get()) == 1 &&
+      ctx &&
+      EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, it->second.pkey.get()) == 1 &&
       EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(sig->data()), sig->size(),
                        reinterpret_cast<const unsigned char*>(message.data()), message.size()) == 1;
   if (!good) {
@@ -609,8 +628,9 @@ tl::expected<VerifiedRecord, SignatureError> verify_record(std::string_view key,
   if (auto ok = trusted.verify(*fields, *signature); !ok) {
     return tl::unexpected(ok.error());
   }
-  return VerifiedRecord{signature->key_id, std::move(fields->writer), std::move(fields->producer),
-                        std::move(fields->ns), fields->created_ms};
+  return VerifiedRecord{signature->key_id,           std::move(fields->writer),
+                        std::move(fields->producer), std::move(fields->ns),
+                        fields->created_ms,          std::move(fields->outputs)};
 }
 
 tl::expected<VerifiedRecord, SignatureError>

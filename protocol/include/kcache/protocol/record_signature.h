@@ -133,6 +133,8 @@ public:
   void add(const SigningKey& key); // kcached always trusts its own key
 
   bool contains(std::string_view key_id) const;
+  // The raw 32-byte public key trusted under `key_id`; "" when none is.
+  std::string raw_public_key(std::string_view key_id) const;
   std::size_t size() const;
   std::vector<std::string> key_ids() const;
 
@@ -166,6 +168,7 @@ struct VerifiedRecord {
   std::string producer;
   std::string ns;
   std::int64_t created_ms = 0;
+  std::vector<SignedOutput> outputs; // what the files must hash to (clients check)
 };
 
 // Checks that `record_json` is a record for `key` signed by a trusted key.
