@@ -47,11 +47,39 @@ Result<void> parse_authority(const StoreUrl& url, RedisOptions& o) {
   return {};
 }
 
+// cluster=1 (or 0) and seeds=host:port,host:port.
+Result<void> parse_cluster(const StoreUrl& url, RedisOptions& o) {
+  if (const auto cluster = url.param("cluster")) {
+    if (*cluster != "0" && *cluster != "1") {
+      return url.invalid("cluster must be 0 or 1, got '" + *cluster + "'");
+    }
+    o.cluster = *cluster == "1";
+  }
+  const std::string seeds = url.param("seeds").value_or("");
+  std::string_view rest = seeds;
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const std::string_view seed = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    const auto colon = seed.rfind(':');
+    int port = 0;
+    const std::string_view digits =
+        colon == std::string_view::npos ? std::string_view() : seed.substr(colon + 1);
+    const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+    if (colon == 0 || colon == std::string_view::npos || ec != std::errc() ||
+        ptr != digits.data() + digits.size() || port <= 0 || port > 65535) {
+      return url.invalid("seeds must be host:port,host:port, got '" + std::string(seed) + "'");
+    }
+    o.seeds.emplace_back(seed);
+  }
+  return {};
+}
+
 } // namespace
 
 Result<RedisOptions> parse_redis_url(const StoreUrl& url) {
   if (auto ok = url.allow_only({"namespace", "connect_timeout_ms", "timeout_ms", "ttl_s",
-                                "breaker_failures", "breaker_open_ms"});
+                                "breaker_failures", "breaker_open_ms", "cluster", "seeds"});
       !ok) {
     return tl::unexpected(ok.error());
   }
@@ -88,6 +116,9 @@ Result<RedisOptions> parse_redis_url(const StoreUrl& url) {
   }
   o.breaker.failure_threshold = static_cast<int>(std::max<std::int64_t>(1, *failures));
   o.breaker.open_for = std::chrono::milliseconds(*open_ms);
+  if (auto ok = parse_cluster(url, o); !ok) {
+    return tl::unexpected(ok.error());
+  }
   return o;
 }
 

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace kcache::storage {
@@ -65,11 +66,17 @@ public:
   // callers.
   virtual Result<void> publish(std::string_view channel, std::string_view message) = 0;
 
-  // Beyond the contract, for keyspace-wide commands (SCAN): the masters as
-  // "host:port" (standalone: the one server), and runs on one of them.
+  // Beyond the contract, for RedisStore's batch reads and listing over a
+  // cluster. True once the client routes by hash slot.
+  virtual bool is_cluster() const = 0;
+  // Each command routed by its own key; the commands for one node share one
+  // pipeline (one round trip per node). Replies in the commands' order.
+  virtual Result<std::vector<RedisReply>>
+  run_many(std::vector<std::pair<std::string, RedisCommand>> routed) = 0;
+  // The masters as "host:port" (standalone: the one server), for commands
+  // over the whole keyspace (SCAN), and one command on one of them.
   virtual Result<std::vector<std::string>> masters() = 0;
-  virtual Result<std::vector<RedisReply>> pipeline_on(std::string_view node,
-                                                      std::vector<RedisCommand> commands) = 0;
+  virtual Result<RedisReply> run_on(std::string_view node, RedisCommand command) = 0;
 };
 
 // A subscription on its own connection and thread; reconnects with back-off while Redis is down
@@ -89,5 +96,7 @@ public:
 // The Redis Cluster hash slot (0..16383) of a key: CRC16-XMODEM of the key, or
 // of its first non-empty `{...}` hash tag, modulo 16384.
 std::uint16_t redis_hash_slot(std::string_view key);
+// CRC16-XMODEM, the checksum the hash slot is taken from.
+std::uint16_t redis_crc16(std::string_view data);
 
 } // namespace kcache::storage

@@ -29,15 +29,15 @@ struct RedisOptions {
   // `?cluster=1`; a client configured standalone also switches when the
   // server answers MOVED.
   bool cluster = false;
-  // More cluster nodes to learn the slot map from ("host:port", `&seed=`),
-  // tried after host:port.
+  // More cluster nodes to learn the slot map from ("host:port", from
+  // `&seeds=h1:p1,h2:p2`), tried after host:port.
   std::vector<std::string> seeds;
 };
 
 class StoreUrl;
 // redis://[[user]:password@]host[:port][/db]?namespace=kcache&connect_timeout_ms=200
 //        &timeout_ms=500&ttl_s=604800&breaker_failures=3&breaker_open_ms=2000
-//        &cluster=1&seed=host:port (repeatable)
+//        &cluster=1&seeds=host:port,host:port
 // user and password are percent-decoded (%40 for '@', %3A for ':'); a
 // password alone is ":password@" (or "password@").
 Result<RedisOptions> parse_redis_url(const StoreUrl& url);

@@ -1,20 +1,18 @@
 #pragma once
-// The shared cluster tier on Redis, through hiredis. Every call has a connect
-// deadline and an operation deadline; consecutive failures open a circuit
-// breaker so a dead Redis costs callers nothing. Keys are namespaced
-// "<ns>:<ac|cas>:<key>". Values expire by TTL if one is set, and otherwise by
-// Redis' own maxmemory policy (allkeys-lru is the intended setting).
+// The shared cluster tier on Redis (standalone or Redis Cluster), through
+// RedisClient: every call has a connect deadline and an operation deadline;
+// consecutive failures open a circuit breaker so a dead Redis costs callers
+// nothing. Keys are namespaced "<ns>:<ac|cas>:<key>". Values expire by TTL if
+// one is set, and otherwise by Redis' own maxmemory policy (allkeys-lru is the
+// intended setting).
 
 #include <kcache/protocol/circuit_breaker.h>
-#include <kcache/protocol/connection_pool.h>
+#include <kcache/storage/redis_client.h>
 #include <kcache/storage/redis_options.h>
 #include <kcache/storage/store.h>
 
-#include <atomic>
-#include <chrono>
 #include <memory>
-#include <mutex>
-#include <optional>
+#include <string>
 #include <vector>
 
 namespace kcache::storage {
@@ -33,24 +31,15 @@ public:
   Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
   std::vector<GetResult> get_many(Area area, std::span<const std::string> keys) override;
 
-  protocol::CircuitBreaker::State breaker_state() const { return breaker_.state(); }
+  protocol::CircuitBreaker::State breaker_state() const { return client_->breaker_state(); }
   std::string redis_key(Area area, std::string_view key) const;
 
-  struct Connection; // a hiredis context, defined in the .cpp
-  struct Reply;      // a hiredis reply, defined in the .cpp
-  using Command = std::vector<std::string>;
-
 private:
-  Result<std::vector<std::unique_ptr<Reply>>> run(const std::vector<Command>& pipeline);
-  Result<std::unique_ptr<Reply>> run_one(Command command);
-  Result<std::unique_ptr<Connection>> checkout();
-  // Logs a refused AUTH or a missing one once per outage (not per request).
-  void note_auth(bool failed, std::string_view why);
+  // One round trip to the key's node; an error reply is a kIo error.
+  Result<RedisReply> run(std::string_view key, RedisCommand command);
 
   const RedisOptions options_;
-  std::atomic<bool> auth_failing_{false};
-  protocol::CircuitBreaker breaker_;
-  protocol::ConnectionPool<Connection> pool_;
+  std::unique_ptr<RedisClient> client_;
 };
 
 } // namespace kcache::storage
