@@ -1,14 +1,14 @@
 #include <kcache/service/job.h>
-#include <kcache/service/lease_table.h>
+#include <kcache/service/lease_table_local.h>
 
 #include <algorithm>
 
 namespace kcache::service {
 
-LeaseTable::LeaseTable()
+LocalLeaseTable::LocalLeaseTable()
     : housekeeper_([this](const std::stop_token& stop) { housekeeping_loop(stop); }) {}
 
-LeaseTable::~LeaseTable() {
+LocalLeaseTable::~LocalLeaseTable() {
   housekeeper_.request_stop();
   cv_.notify_all();
   if (housekeeper_.joinable()) {
@@ -17,7 +17,7 @@ LeaseTable::~LeaseTable() {
   release_all_waiters();
 }
 
-LeaseGrant LeaseTable::acquire(const std::string& key, const std::string& holder,
+LeaseGrant LocalLeaseTable::acquire(const std::string& key, const std::string& holder,
                                std::chrono::milliseconds ttl) {
   std::lock_guard lock(mu_);
   const auto now = Clock::now();
@@ -32,7 +32,7 @@ LeaseGrant LeaseTable::acquire(const std::string& key, const std::string& holder
   return {true, lease.token, holder, ttl};
 }
 
-bool LeaseTable::renew(const std::string& key, const std::string& token,
+bool LocalLeaseTable::renew(const std::string& key, const std::string& token,
                        std::chrono::milliseconds ttl) {
   std::lock_guard lock(mu_);
   const auto it = leases_.find(key);
@@ -43,7 +43,7 @@ bool LeaseTable::renew(const std::string& key, const std::string& token,
   return true;
 }
 
-bool LeaseTable::release(const std::string& key, const std::string& token) {
+bool LocalLeaseTable::release(const std::string& key, const std::string& token) {
   Callbacks wake;
   {
     std::lock_guard lock(mu_);
@@ -59,13 +59,13 @@ bool LeaseTable::release(const std::string& key, const std::string& token) {
   return true;
 }
 
-bool LeaseTable::held(const std::string& key) {
+bool LocalLeaseTable::held(const std::string& key) {
   std::lock_guard lock(mu_);
   const auto it = leases_.find(key);
   return it != leases_.end() && it->second.expires > Clock::now();
 }
 
-void LeaseTable::wait_for_put(const std::string& key, Clock::time_point deadline,
+void LocalLeaseTable::wait_for_put(const std::string& key, Clock::time_point deadline,
                               std::function<void()> done) {
   {
     std::lock_guard lock(mu_);
@@ -80,7 +80,7 @@ void LeaseTable::wait_for_put(const std::string& key, Clock::time_point deadline
   done();
 }
 
-void LeaseTable::notify_put(const std::string& key) {
+void LocalLeaseTable::notify_put(const std::string& key) {
   Callbacks wake;
   {
     std::lock_guard lock(mu_);
@@ -91,7 +91,7 @@ void LeaseTable::notify_put(const std::string& key) {
   }
 }
 
-void LeaseTable::release_all_waiters() {
+void LocalLeaseTable::release_all_waiters() {
   Callbacks wake;
   {
     std::lock_guard lock(mu_);
@@ -104,14 +104,14 @@ void LeaseTable::release_all_waiters() {
   }
 }
 
-void LeaseTable::end_lease_locked(const std::string& key, Callbacks& wake) {
+void LocalLeaseTable::end_lease_locked(const std::string& key, Callbacks& wake) {
   leases_.erase(key);
   waiters_.take(key, [&](const std::string& /*key*/, std::function<void()>&& done) {
     wake.push_back(std::move(done));
   });
 }
 
-void LeaseTable::housekeeping_loop(const std::stop_token& stop) {
+void LocalLeaseTable::housekeeping_loop(const std::stop_token& stop) {
   std::unique_lock lock(mu_);
   while (!stop.stop_requested()) {
     auto next = waiters_.earliest(Clock::now() + std::chrono::seconds(1));
