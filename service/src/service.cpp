@@ -1,4 +1,5 @@
 #include <kcache/service/service.h>
+#include <kcache/service/lease_table_local.h>
 #include <kcache/service/tls_context.h>
 #include <kcache/storage/store_factory.h>
 
@@ -94,7 +95,7 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
     }
   }
 
-  service->leases_ = std::make_unique<LeaseTable>();
+  service->leases_ = std::make_unique<LocalLeaseTable>();
   service->handler_ = std::make_unique<RequestHandler>(
       *service->store_, views, metrics, config.tokens, service->jobs_.get(), service->leases_.get(),
       &service->signing_->signer());
