@@ -270,7 +270,9 @@ kcache_status kcache_verification_stats(kcache_client* client, kcache_buffer* js
                              {"verified", stats.verified},
                              {"rejected", rejected},
                              {"rejected_total", stats.rejected_total()},
-                             {"last_rejection", stats.last_rejection}};
+                             {"last_rejection", stats.last_rejection},
+                             {"cache_hits", stats.cache_hits},
+                             {"cache_misses", stats.cache_misses}};
     return fill(json, doc.dump()) ? KCACHE_OK : fail(KCACHE_ERR_PROTOCOL, "out of memory");
   });
 }

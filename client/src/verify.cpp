@@ -1,8 +1,5 @@
 #include <kcache/cachekey/sha256.h>
 #include <kcache/client/verify.h>
-#include <kcache/protocol/json_text.h>
-
-#include <nlohmann/json.hpp>
 
 #include <map>
 
@@ -79,21 +76,16 @@ std::string_view rejection_name(Rejection reason) {
 }
 
 tl::expected<protocol::VerifiedRecord, VerifyError>
-verify_artifact(const Artifact& artifact, const protocol::TrustedKeys& trusted) {
-  const nlohmann::json record = protocol::parse_json_or_discarded(artifact.record_json);
-  if (!record.is_object()) {
-    return tl::unexpected(VerifyError{Rejection::kMalformed, "the record is not a JSON object"});
-  }
-  auto verified = protocol::verify_record(artifact.key, record, trusted);
+verify_artifact(const Artifact& artifact, const protocol::TrustedKeys& trusted,
+                protocol::VerifiedSignatureCache* cache) {
+  auto verified = cache != nullptr
+                      ? cache->verify(artifact.key, artifact.record_json, trusted)
+                      : protocol::verify_record_json(artifact.key, artifact.record_json, trusted);
   if (!verified) {
     return tl::unexpected(
         VerifyError{from_signature(verified.error().failure), verified.error().message});
   }
-  auto fields = protocol::record_fields_from_json(record); // parsed once more: cheap, and typed
-  if (!fields) {
-    return tl::unexpected(VerifyError{Rejection::kMalformed, fields.error().message});
-  }
-  if (auto ok = check_files(artifact, fields->outputs); !ok) {
+  if (auto ok = check_files(artifact, verified->outputs); !ok) {
     return tl::unexpected(ok.error());
   }
   return std::move(*verified);
@@ -111,7 +103,7 @@ std::optional<Artifact> Verifier::screen(std::optional<Artifact> artifact) {
   if (!artifact) {
     return artifact;
   }
-  auto ok = verify_artifact(*artifact, trusted_);
+  auto ok = verify_artifact(*artifact, trusted_, &cache_);
   if (ok) {
     verified_.fetch_add(1, std::memory_order_relaxed);
     return artifact;
@@ -127,6 +119,9 @@ VerificationStats Verifier::stats() const {
   VerificationStats out;
   out.enabled = true;
   out.verified = verified_.load(std::memory_order_relaxed);
+  const protocol::VerifiedSignatureCache::Stats cache = cache_.stats();
+  out.cache_hits = cache.hits;
+  out.cache_misses = cache.misses;
   for (std::size_t i = 0; i < kRejectionCount; ++i) {
     out.rejected[i] = rejected_[i].load(std::memory_order_relaxed);
   }

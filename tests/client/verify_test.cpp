@@ -127,5 +127,21 @@ TEST_F(Verify, TheVerifierCountsAndRefusedArtifactsAreMisses) {
       << stats.last_rejection;
 }
 
+TEST_F(Verify, ARepeatedGetSkipsEd25519ButStillHashesTheFiles) {
+  Verifier verifier(std::move(trusted));
+  const Artifact genuine = signed_artifact(key, {{"value", "v"}});
+  EXPECT_TRUE(verifier.screen(genuine).has_value());
+  EXPECT_TRUE(verifier.screen(genuine).has_value());
+  // The same (cached) record with other bytes beside it: still refused.
+  Artifact swapped = genuine;
+  swapped.files[0].data = "w";
+  EXPECT_FALSE(verifier.screen(swapped).has_value());
+  const VerificationStats stats = verifier.stats();
+  EXPECT_EQ(stats.verified, 2U);
+  EXPECT_EQ(stats.rejected[static_cast<std::size_t>(Rejection::kContentMismatch)], 1U);
+  EXPECT_EQ(stats.cache_misses, 1U);
+  EXPECT_EQ(stats.cache_hits, 2U);
+}
+
 } // namespace
 } // namespace kcache::client

@@ -17,6 +17,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 namespace kcache::storage {
 namespace {
 
@@ -121,7 +123,7 @@ protected:
     auto inner = std::make_unique<MemoryStore>(64 << 20);
     shared_ = inner.get();
     checked_ = std::make_unique<SignatureCheckingStore>(
-        std::move(inner), SignatureCheck{trusting({&trusted_key_}), rejections_});
+        std::move(inner), SignatureCheck{trusting({&trusted_key_}), rejections_, nullptr});
   }
 
   // What another writer of the shared tier leaves there.
@@ -183,6 +185,29 @@ TEST_F(SignatureCheckingStoreTest, ServesOnlyRecordsSignedByATrustedKey) {
   EXPECT_TRUE(rejections_->first_time("never-seen"));
 }
 
+TEST_F(SignatureCheckingStoreTest, ListingsOmitWhatGetWouldRefuse) {
+  plant("good", signed_by(trusted_key_, "good"));
+  plant("unknown", signed_by(unknown_key_, "unknown"));
+  json forged = json::parse(signed_by(trusted_key_, "forged"));
+  forged.erase("signature");
+  plant("forged", protocol::json_text(forged));
+  plant("copied", signed_by(trusted_key_, "good"));
+  ASSERT_TRUE(shared_->put(Area::kCas, std::string(64, 'a'), "blob").has_value());
+
+  auto listed = checked_->list({});
+  ASSERT_TRUE(listed.has_value());
+  std::vector<std::string> keys;
+  for (const ObjectInfo& info : *listed) {
+    keys.push_back(std::string(area_name(info.area)) + "/" + info.key);
+  }
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(keys, (std::vector<std::string>{"ac/good", "cas/" + std::string(64, 'a')}));
+  ListOptions ac_only;
+  ac_only.area = Area::kAction;
+  EXPECT_EQ(checked_->list(ac_only)->size(), 1U);
+  EXPECT_EQ(rejections_->total(), 0U); // rejections count reads, not listings
+}
+
 TEST_F(SignatureCheckingStoreTest, CasBlobsAndWritesPassThrough) {
   ASSERT_TRUE(checked_->put(Area::kCas, std::string(64, 'a'), "blob").has_value());
   EXPECT_EQ(**checked_->get(Area::kCas, std::string(64, 'a')), "blob");
@@ -194,7 +219,8 @@ TEST_F(SignatureCheckingStoreTest, CasBlobsAndWritesPassThrough) {
 
 TEST_F(SignatureCheckingStoreTest, ARejectedRecordIsAMissInTheTiersCounters) {
   auto counted = std::make_unique<SignatureCheckingStore>(
-      make_store("memory://?capacity=1MiB").value(), SignatureCheck{trusting({&trusted_key_}), {}});
+      make_store("memory://?capacity=1MiB").value(),
+      SignatureCheck{trusting({&trusted_key_}), {}, nullptr});
   auto& tier = *counted;
   ASSERT_TRUE(tier.put(Area::kAction, "forged", R"({"key":"forged","outputs":[]})").has_value());
   ASSERT_TRUE(tier.put(Area::kAction, "good", signed_by(trusted_key_, "good")).has_value());
@@ -202,6 +228,39 @@ TEST_F(SignatureCheckingStoreTest, ARejectedRecordIsAMissInTheTiersCounters) {
   EXPECT_TRUE(tier.get(Area::kAction, "good")->has_value());
   EXPECT_EQ(tier.counters().hits, 1U);
   EXPECT_EQ(tier.counters().misses, 1U);
+}
+
+TEST_F(SignatureCheckingStoreTest, ARecordReadAgainIsVerifiedOnceAndARevokedKeyIsNotCached) {
+  const auto verified = std::make_shared<protocol::VerifiedSignatureCache>();
+  auto inner = std::make_unique<MemoryStore>(1 << 20);
+  MemoryStore& shared = *inner;
+  SignatureCheckingStore trusting_store(std::move(inner),
+                                        SignatureCheck{trusting({&trusted_key_}), {}, verified});
+  ASSERT_TRUE(shared.put(Area::kAction, "good", signed_by(trusted_key_, "good")).has_value());
+  EXPECT_TRUE(trusting_store.get(Area::kAction, "good")->has_value());
+  EXPECT_TRUE(*trusting_store.contains(Area::kAction, "good"));
+  EXPECT_TRUE(trusting_store.get(Area::kAction, "good")->has_value());
+  EXPECT_EQ(verified->stats().misses, 1U);
+  EXPECT_EQ(verified->stats().hits, 2U);
+
+  // The same bytes rewritten by hand under the same key: checked again, refused.
+  std::string forged = **shared.get(Area::kAction, "good");
+  forged.replace(forged.find("writer-a"), 8, "writer-b");
+  ASSERT_TRUE(shared.put(Area::kAction, "good", forged).has_value());
+  EXPECT_FALSE(trusting_store.get(Area::kAction, "good")->has_value());
+  EXPECT_EQ(verified->stats().hits, 2U);
+
+  // Same cache, a trusted set without the key (revoked): refused, not a hit.
+  ASSERT_TRUE(shared.put(Area::kAction, "good", signed_by(trusted_key_, "good")).has_value());
+  EXPECT_TRUE(trusting_store.get(Area::kAction, "good")->has_value());
+  const auto hits = verified->stats().hits;
+  auto inner_b = std::make_unique<MemoryStore>(1 << 20);
+  ASSERT_TRUE(inner_b->put(Area::kAction, "good", **shared.get(Area::kAction, "good")).has_value());
+  SignatureCheckingStore revoked(std::move(inner_b),
+                                 SignatureCheck{trusting({&unknown_key_}), rejections_, verified});
+  EXPECT_FALSE(revoked.get(Area::kAction, "good")->has_value());
+  EXPECT_EQ(rejections_->count(SignatureFailure::kUnknownKey), 1U);
+  EXPECT_EQ(verified->stats().hits, hits);
 }
 
 // The daemon's stack: memory and RocksDB (this node's) over Redis (shared).
@@ -212,7 +271,7 @@ protected:
     const std::vector<std::string> urls = {"memory://?capacity=8MiB",
                                            "rocksdb://" + dir.str() + "?capacity=64MiB",
                                            redis_.url("namespace=signed")};
-    const SignatureCheck check{std::move(trusted), rejections_};
+    const SignatureCheck check{std::move(trusted), rejections_, nullptr};
     return make_tiered_store(urls, {}, &check);
   }
 

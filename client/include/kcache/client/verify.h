@@ -8,6 +8,7 @@
 
 #include <kcache/client/artifact.h>
 #include <kcache/protocol/record_signature.h>
+#include <kcache/protocol/verified_signature_cache.h>
 
 #include <tl/expected.hpp>
 
@@ -42,9 +43,13 @@ struct VerifyError {
 };
 
 // The record's signature over artifact.key by a key in `trusted`, then the
-// files against the record's outputs (by name, in any order).
+// files against the record's outputs (by name, in any order). With `cache`,
+// a record verified before (same key, same record bytes, its key still
+// trusted) skips the Ed25519 check; the files are hashed every time (they are
+// the bytes that just came over the wire).
 tl::expected<protocol::VerifiedRecord, VerifyError>
-verify_artifact(const Artifact& artifact, const protocol::TrustedKeys& trusted);
+verify_artifact(const Artifact& artifact, const protocol::TrustedKeys& trusted,
+                protocol::VerifiedSignatureCache* cache = nullptr);
 
 // What a client's verification did so far.
 struct VerificationStats {
@@ -52,10 +57,14 @@ struct VerificationStats {
   std::uint64_t verified = 0;
   std::array<std::uint64_t, kRejectionCount> rejected{}; // by Rejection
   std::string last_rejection; // "<key>: <reason>: <message>" of the latest one
+  // Record checks answered by the cache of verified records / by Ed25519.
+  std::uint64_t cache_hits = 0;
+  std::uint64_t cache_misses = 0;
   std::uint64_t rejected_total() const;
 };
 
-// A client's trusted keys and counters; thread-safe.
+// A client's trusted keys, its cache of verified records (one per client:
+// it lives and dies with this trusted set) and counters; thread-safe.
 class Verifier {
 public:
   explicit Verifier(protocol::TrustedKeys trusted) : trusted_(std::move(trusted)) {}
@@ -67,6 +76,7 @@ public:
 
 private:
   const protocol::TrustedKeys trusted_;
+  protocol::VerifiedSignatureCache cache_;
   std::atomic<std::uint64_t> verified_{0};
   std::array<std::atomic<std::uint64_t>, kRejectionCount> rejected_{};
   mutable std::mutex last_mutex_;

@@ -11,6 +11,7 @@
 // local tiers (memory, RocksDB), whose later hits cost no signature check.
 
 #include <kcache/protocol/record_signature.h>
+#include <kcache/protocol/verified_signature_cache.h>
 #include <kcache/storage/store.h>
 
 #include <array>
@@ -44,6 +45,11 @@ private:
 struct SignatureCheck {
   std::shared_ptr<const protocol::TrustedKeys> trusted;
   std::shared_ptr<SignatureRejections> rejections;
+  // Records already verified in this process (re-read from the shared tier:
+  // after a local eviction, by contains() then get()); shared by every
+  // checked tier of a daemon, cleared with a new trusted set. A store makes
+  // its own when this is null.
+  std::shared_ptr<protocol::VerifiedSignatureCache> verified;
 };
 
 class SignatureCheckingStore final : public Store {
@@ -56,6 +62,7 @@ public:
   // An action record is there only if it would be served: get and verify.
   Result<bool> contains(Area area, std::string_view key) override;
   Result<void> remove(Area area, std::string_view key) override;
+  // Without the action records get() would refuse (read and verified here).
   Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
   std::vector<GetResult> get_many(Area area, std::span<const std::string> keys) override;
   // The inner store's counters; a rejected record was a hit for the inner
