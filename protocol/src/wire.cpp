@@ -47,6 +47,21 @@ std::string encode_parts(const std::vector<Part>& parts) {
   return out;
 }
 
+std::string encode_parts_prefix(std::size_t count) {
+  std::string out(kMagic, 4);
+  put_le(out, count, 4);
+  return out;
+}
+
+std::string encode_part_head(std::string_view name, std::uint64_t size) {
+  std::string out;
+  out.reserve(part_head_size(name));
+  put_le(out, name.size(), 4);
+  out.append(name);
+  put_le(out, size, 8);
+  return out;
+}
+
 tl::expected<std::vector<Part>, std::string> decode_parts(std::string_view body) {
   if (body.size() < 8 || std::memcmp(body.data(), kMagic, 4) != 0) {
     return tl::unexpected(std::string("not a kcache parts body (bad magic)"));

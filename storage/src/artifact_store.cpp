@@ -14,7 +14,15 @@ using nlohmann::json;
 std::string record_to_json(const ActionRecord& r) {
   json outputs = json::array();
   for (const OutputRef& o : r.outputs) {
-    outputs.push_back({{"name", o.name}, {"digest", o.digest}, {"size", o.size}});
+    json out{{"name", o.name}, {"digest", o.digest}, {"size", o.size}};
+    if (!o.chunks.empty()) {
+      json chunks = json::array();
+      for (const ChunkRef& c : o.chunks) {
+        chunks.push_back({{"digest", c.digest}, {"size", c.size}});
+      }
+      out["chunks"] = std::move(chunks);
+    }
+    outputs.push_back(std::move(out));
   }
   json doc{{"key", r.key},           {"outputs", std::move(outputs)},
            {"producer", r.producer}, {"created_ms", r.created_ms},
@@ -54,10 +62,26 @@ Result<ActionRecord> record_from_json(std::string_view text) {
       r.manifest = std::move(*manifest);
     }
     for (const json& o : doc.at("outputs")) {
-      OutputRef out{o.at("name").get<std::string>(), o.value("digest", std::string()),
-                    o.value("size", std::uint64_t{0})};
+      OutputRef out{o.at("name").get<std::string>(),
+                    o.value("digest", std::string()),
+                    o.value("size", std::uint64_t{0}),
+                    {}};
       if (!protocol::wire::is_valid_cas_key(out.digest)) {
         return corrupt("output '" + out.name + "' has a malformed digest");
+      }
+      if (const auto chunks = o.find("chunks"); chunks != o.end()) {
+        std::uint64_t total = 0;
+        for (const json& c : *chunks) {
+          ChunkRef chunk{c.at("digest").get<std::string>(), c.at("size").get<std::uint64_t>()};
+          if (!protocol::wire::is_valid_cas_key(chunk.digest) || chunk.size > kChunkSize) {
+            return corrupt("output '" + out.name + "' has a malformed chunk");
+          }
+          total += chunk.size;
+          out.chunks.push_back(std::move(chunk));
+        }
+        if (total != out.size) {
+          return corrupt("output '" + out.name + "' chunks do not add up to its size");
+        }
       }
       r.outputs.push_back(std::move(out));
     }
@@ -122,14 +146,13 @@ Result<ActionRecord> ArtifactStore::put(ActionRecord record, std::vector<Artifac
   record.outputs.clear();
   // Blobs first: a record must never point at a blob that is not there yet.
   for (ArtifactFile& file : files) {
-    const std::string digest = cachekey::to_hex(cachekey::Sha256::of(file.data));
-    auto present = store_.contains(Area::kCas, digest);
-    if (!present || !*present) {
-      if (auto ok = store_.put(Area::kCas, digest, file.data); !ok) {
-        return tl::unexpected(ok.error());
-      }
+    std::string digest = cachekey::to_hex(cachekey::Sha256::of(file.data));
+    auto chunks = put_blob(store_, digest, file.data);
+    if (!chunks) {
+      return tl::unexpected(chunks.error());
     }
-    record.outputs.push_back(OutputRef{std::move(file.name), digest, file.data.size()});
+    record.outputs.push_back(
+        OutputRef{std::move(file.name), std::move(digest), file.data.size(), std::move(*chunks)});
   }
   return put_record(std::move(record));
 }
@@ -183,23 +206,55 @@ Result<std::optional<ActionRecord>> ArtifactStore::get_record(std::string_view k
   return std::optional<ActionRecord>{std::move((*loaded)->record)};
 }
 
+GetResult ArtifactStore::read_chunked(const OutputRef& out) const {
+  Bytes data;
+  data.reserve(out.size);
+  BlobReader blob = reader(out);
+  while (true) {
+    auto piece = blob.next();
+    if (!piece) {
+      // A missing or corrupt chunk is a miss, as a missing whole blob is.
+      return piece.error().code == StoreError::Code::kCorrupt ? GetResult(std::optional<Bytes>{})
+                                                              : tl::unexpected(piece.error());
+    }
+    if (!piece->has_value()) {
+      return std::optional<Bytes>{std::move(data)};
+    }
+    data.append(**piece);
+  }
+}
+
 Result<std::optional<Artifact>> ArtifactStore::get(std::string_view key) {
   auto loaded = load_record(key);
   if (!loaded || !loaded->has_value()) {
     return loaded;
   }
-  Artifact artifact = std::move(**loaded);
-  std::vector<std::string> digests;
-  digests.reserve(artifact.record.outputs.size());
+  return with_files(std::move(**loaded));
+}
+
+Result<std::optional<Artifact>> ArtifactStore::with_files(Artifact artifact) {
+  std::vector<std::string> digests; // blobs stored whole, read in one batch
   for (const OutputRef& o : artifact.record.outputs) {
-    digests.push_back(o.digest);
+    if (o.chunks.empty()) {
+      digests.push_back(o.digest);
+    }
   }
   std::vector<GetResult> blobs = store_.get_many(Area::kCas, digests);
-  for (std::size_t i = 0; i < blobs.size(); ++i) {
+  std::size_t next_whole = 0;
+  for (const OutputRef& out : artifact.record.outputs) {
+    if (!out.chunks.empty()) {
+      auto data = read_chunked(out);
+      if (!data || !data->has_value()) {
+        return data ? std::optional<Artifact>{}
+                    : Result<std::optional<Artifact>>(tl::unexpected(data.error()));
+      }
+      artifact.files.push_back(ArtifactFile{out.name, std::move(**data)});
+      continue;
+    }
+    const std::size_t i = next_whole++;
     if (!blobs[i]) {
       return tl::unexpected(blobs[i].error());
     }
-    const OutputRef& out = artifact.record.outputs[i];
     if (!blobs[i]->has_value()) {
       return std::optional<Artifact>{}; // incomplete: a miss, never a partial artifact
     }

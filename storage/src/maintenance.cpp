@@ -40,8 +40,9 @@ Result<void> verify_record(Store& store, ArtifactStore& artifacts, const ObjectI
     return {};
   }
   for (const OutputRef& out : (*record)->outputs) {
-    // A tier that cannot say is not evidence of a missing blob.
-    auto present = store.contains(Area::kCas, out.digest);
+    // A tier that cannot say is not evidence of a missing blob. A chunked
+    // blob (chunked_blob.h) is present when all its chunks are.
+    auto present = artifacts.reader(out).present();
     if (present && !*present) {
       report.problems.push_back(
           {info.key, "output '" + out.name + "' blob " + out.digest + " is missing"});

@@ -31,6 +31,14 @@ struct Part {
 
 std::string encode_parts(const std::vector<Part>& parts);
 tl::expected<std::vector<Part>, std::string> decode_parts(std::string_view body);
+// The same encoding in pieces, for a body streamed part by part: the prefix
+// ("KCP1" and the count), then per part its head (name and size) and its bytes.
+std::string encode_parts_prefix(std::size_t count);
+std::string encode_part_head(std::string_view name, std::uint64_t size);
+inline constexpr std::uint64_t kPartsPrefixSize = 8;
+inline constexpr std::uint64_t part_head_size(std::string_view name) {
+  return 12 + name.size();
+}
 
 // Action-cache keys: 1-512 characters of [A-Za-z0-9._:+=-] (kcache's own
 // "kc1-..." keys and clients' keys such as Inductor's alike). CAS keys are

@@ -10,6 +10,7 @@
 
 #include <kcache/cachekey/key_manifest.h>
 #include <kcache/protocol/record_signature.h>
+#include <kcache/storage/chunked_blob.h>
 #include <kcache/storage/store.h>
 
 #include <map>
@@ -28,6 +29,9 @@ struct OutputRef {
   std::string name;
   std::string digest; // sha256 hex
   std::uint64_t size = 0;
+  // Set for a blob stored as chunks (chunked_blob.h); `digest` is the whole blob's.
+  // Not signed: the chunks are checked against `digest`, which is.
+  std::vector<ChunkRef> chunks;
   friend bool operator==(const OutputRef&, const OutputRef&) = default;
 };
 
@@ -80,10 +84,20 @@ public:
   // A miss when the record or any of its blobs is missing or fails its digest.
   Result<std::optional<Artifact>> get(std::string_view key);
   Result<std::optional<ActionRecord>> get_record(std::string_view key);
+  // The record alone (files empty), to stream its blobs with reader().
+  Result<std::optional<Artifact>> get_head(std::string_view key) { return load_record(key); }
+  // get()'s second half: the files of a record from get_head(), read whole.
+  Result<std::optional<Artifact>> with_files(Artifact head);
+  // Reads one of a record's blobs piece by piece (a chunk at a time when chunked).
+  BlobReader reader(const OutputRef& output) const {
+    return BlobReader(store_, output.digest, output.size, output.chunks);
+  }
 
 private:
   // The record and its stored text, without the blobs.
   Result<std::optional<Artifact>> load_record(std::string_view key);
+  // A chunked blob assembled in memory (get(), batch gets); a miss when a chunk is.
+  GetResult read_chunked(const OutputRef& output) const;
 
   Store& store_;
   const RecordSigner* signer_;
