@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 
 namespace kcache::service {
 
@@ -72,7 +73,15 @@ Response RequestHandler::list_jobs(const Request& req, const RouteArgs& args) {
   // Rendered by protocol/admin.h, which clients read it with (a listing
   // shows no spec, so the service's own members of Job do not appear).
   protocol::JobList list;
-  for (Job& job : jobs_->list(state, parse_limit(args.query.get("limit"), 100))) {
+  const std::size_t limit = parse_limit(args.query.get("limit"), 100);
+  // Filter first, then limit: a scoped token gets up to `limit` of the jobs
+  // it may read, not what is left of the newest `limit` of everyone's. The
+  // table is bounded, so asking it for all of them is bounded too.
+  const bool sees_all = args.who.may_everywhere(Role::kRead);
+  for (Job& job : jobs_->list(state, sees_all ? limit : std::numeric_limits<std::size_t>::max())) {
+    if (list.jobs.size() >= limit) {
+      break;
+    }
     if (may_touch_job(args.who, job, Role::kRead)) { // only namespaces it may read
       list.jobs.push_back(std::move(job));
     }

@@ -55,8 +55,14 @@ Response RequestHandler::lease(const Request& req, const RouteArgs& args) {
       cached.cached = true;
       return json_response(req, http::status::ok, protocol::to_json(cached));
     }
-    const LeaseGrant g =
-        leases_->acquire(k, query.get("holder", "anonymous"), ttl_of(query.get("ttl_ms")));
+    // An unnamed (or empty) holder is the token's identity ("anonymous"
+    // without tokens: handlers do not see the peer's address), so waiters
+    // see who holds it.
+    std::string holder = query.get("holder");
+    if (holder.empty()) {
+      holder = args.who.name;
+    }
+    const LeaseGrant g = leases_->acquire(k, holder, ttl_of(query.get("ttl_ms")));
     return json_response(
         req, http::status::ok,
         protocol::to_json(protocol::Lease{g.granted, false, g.token, g.holder, g.expires_in}));

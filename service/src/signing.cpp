@@ -28,6 +28,7 @@ std::string record_namespace(const storage::ActionRecord& record) {
 Signing::Signing(protocol::SigningKey key, std::shared_ptr<const protocol::TrustedKeys> trusted)
     : key_(std::move(key)), trusted_(std::move(trusted)),
       rejections_(std::make_shared<storage::SignatureRejections>()),
+      verified_(std::make_shared<protocol::VerifiedSignatureCache>()),
       signer_(key_, record_namespace, trusted_) {}
 
 tl::expected<std::unique_ptr<Signing>, std::string> Signing::create(const SigningConfig& config,
@@ -69,6 +70,16 @@ void Signing::add_metrics(MetricsRegistry& metrics) const {
                      {{"reason", std::string(protocol::failure_name(failure))}},
                      static_cast<double>(rejections->count(failure))});
     }
+  });
+  metrics.describe("kcache_signature_cache_total", "counter",
+                   "Shared-tier record checks answered by the verified-record cache (hit) or by "
+                   "an Ed25519 verification (miss)");
+  metrics.add_collector([verified = verified_](std::vector<MetricsRegistry::Sample>& out) {
+    const protocol::VerifiedSignatureCache::Stats stats = verified->stats();
+    out.push_back(
+        {"kcache_signature_cache_total", {{"result", "hit"}}, static_cast<double>(stats.hits)});
+    out.push_back(
+        {"kcache_signature_cache_total", {{"result", "miss"}}, static_cast<double>(stats.misses)});
   });
 }
 

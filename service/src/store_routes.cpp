@@ -58,8 +58,11 @@ Response RequestHandler::action(const Request& req, const RouteArgs& args) {
     if (!readable) {
       return head_response(req, false);
     }
-    auto found = store_.contains(Area::kAction, key);
-    return found ? head_response(req, *found) : store_error(req, found.error());
+    // The same read as GET (not the store's contains()): a record GET would
+    // refuse (signed by a revoked key in a local tier, stored under another
+    // key, refused by a checked tier) is absent for HEAD too.
+    auto record = artifacts_.get_record(key);
+    return record ? head_response(req, record->has_value()) : store_error(req, record.error());
   }
   case http::verb::get: {
     if (!readable) {

@@ -20,6 +20,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 namespace kcache {
 namespace {
@@ -302,6 +303,51 @@ TEST_F(Scopes, JobsAreSeenWhereTheirKeysAre) {
   auto cancel_by_reader = reader->cancel(id); // the submit role is needed to cancel
   ASSERT_FALSE(cancel_by_reader.has_value());
   EXPECT_EQ(cancel_by_reader.error().http_status, 403);
+}
+
+// A job listing filters by namespace first, then applies `limit`: a scoped
+// token gets its own jobs even when everyone else's are newer.
+TEST_F(Scopes, AJobListingsLimitCountsTheJobsTheTokenMaySee) {
+  auto team_a = connect(*kcached_, "team-a"); // reads team-a* only
+  auto own = team_a->submit("torch:team-a:listed", cpp_spec("listed"));
+  ASSERT_TRUE(own.has_value()) << own.error().message;
+  ASSERT_TRUE(own->job.has_value()) << own->status << ": " << own->message;
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto b = connect(*kcached_, "team-b");
+  for (int i = 0; i < 3; ++i) {
+    auto other = b->submit("torch:team-b:newer-" + std::to_string(i),
+                           cpp_spec("newer-" + std::to_string(i)));
+    ASSERT_TRUE(other.has_value()) << other.error().message;
+  }
+  client::JobsQuery one;
+  one.limit = 1;
+  auto listed = team_a->jobs(one);
+  ASSERT_TRUE(listed.has_value()) << listed.error().message;
+  ASSERT_EQ(listed->jobs.size(), 1U) << "team-b's newer jobs must not use up the limit";
+  for (const auto& job : listed->jobs) {
+    for (const std::string& key : job.keys) {
+      EXPECT_EQ(key.find("team-b"), std::string::npos) << key;
+    }
+  }
+  auto all = connect(*kcached_, "reader")->jobs(one); // reads everywhere: the newest one
+  ASSERT_TRUE(all.has_value());
+  EXPECT_EQ(all->jobs.size(), 1U);
+}
+
+// A lease taken without a holder name is held by the token's name.
+TEST_F(Scopes, ALeaseHolderDefaultsToTheTokensName) {
+  auto team_a = connect(*kcached_, "team-a");
+  auto lease = team_a->acquire_lease("torch:team-a:held", std::chrono::seconds(30), "");
+  ASSERT_TRUE(lease.has_value()) << lease.error().message;
+  ASSERT_TRUE(lease->granted);
+  auto seen = connect(*kcached_, "admin")
+                  ->acquire_lease("torch:team-a:held", std::chrono::seconds(30), "other");
+  ASSERT_TRUE(seen.has_value()) << seen.error().message;
+  EXPECT_FALSE(seen->granted);
+  EXPECT_EQ(seen->holder, "team-a");
+  auto named = team_a->acquire_lease("torch:team-a:named", std::chrono::seconds(30), "rank-3");
+  ASSERT_TRUE(named.has_value() && named->granted);
+  EXPECT_EQ(named->holder, "rank-3"); // a name given is kept
 }
 
 // Start-up refuses the example's placeholders, weak tokens and plaintext

@@ -68,8 +68,25 @@ int status_of(Client& c, HttpMethod method, const std::string& target, std::stri
   return res ? res->status : -1;
 }
 
+// Whether /v1/entries (what `kcache ls` shows) lists action record `key`.
+bool listed(Client& c, const std::string& key) {
+  auto res = c.request(HttpMethod::kGet, "/v1/entries?area=ac&prefix=" + key);
+  EXPECT_TRUE(res.has_value() && res->status == 200);
+  if (!res) {
+    return false;
+  }
+  const json doc = json::parse(res->body);
+  for (const json& e : doc.at("entries")) {
+    if (e.at("key") == key) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // Every read route a client has for `key`, each answering "not there".
 void expect_never_served(Client& c, const std::string& key) {
+  EXPECT_FALSE(listed(c, key)) << key; // omitted from listings, as GET refuses it
   EXPECT_EQ(status_of(c, HttpMethod::kGet, "/v1/artifacts/" + key), 404) << key;
   EXPECT_EQ(status_of(c, HttpMethod::kHead, "/v1/ac/" + key), 404) << key;
   EXPECT_EQ(status_of(c, HttpMethod::kGet, "/v1/ac/" + key), 404) << key;
@@ -86,6 +103,7 @@ void expect_never_served(Client& c, const std::string& key) {
 }
 
 void expect_served(Client& c, const std::string& key, const std::string& data) {
+  EXPECT_TRUE(listed(c, key)) << key;
   auto got = c.get(key);
   ASSERT_TRUE(got.has_value() && got->has_value()) << key;
   EXPECT_EQ((*got)->files.at(0).data, data);
@@ -158,6 +176,9 @@ TEST_F(Signatures, NodeAsEntriesAreServedWhereAIsTrustedOnly) {
   ASSERT_TRUE(ac.has_value());
   EXPECT_EQ(json::parse(ac->body)["signature"], record["signature"]);
   EXPECT_EQ(rejected(*b, "unknown-key"), 0);
+  // B checked A's record once (its listing) and read it from Redis again: a hit.
+  EXPECT_GT(metric(*b, "kcache_signature_cache_total{result=\"miss\"}"), 0);
+  EXPECT_GT(metric(*b, "kcache_signature_cache_total{result=\"hit\"}"), 0);
 
   auto node_c = node(); // trusts only itself
   auto c = connect(node_c->url());
@@ -259,6 +280,8 @@ TEST_F(Signatures, ARevokedKeysRecordsAreNotServedFromANodesOwnCopies) {
   ASSERT_TRUE(got.has_value());
   EXPECT_FALSE(got->has_value());
   EXPECT_EQ(status_of(*b, HttpMethod::kGet, "/v1/ac/torch:team-a:copied"), 404);
+  EXPECT_EQ(status_of(*b, HttpMethod::kHead, "/v1/ac/torch:team-a:copied"), 404); // as GET
+  EXPECT_FALSE(*b->exists("torch:team-a:copied"));
   EXPECT_EQ(status_of(*b, HttpMethod::kGet, "/v1/entries/torch:team-a:copied"), 404);
 }
 
