@@ -267,12 +267,13 @@ private:
         by_node[targets[i]].push_back(i);
       }
       for (const auto& [node, indices] : by_node) {
-        std::vector<RedisCommand> batch;
+        static const RedisCommand kAsking{"ASKING"};
+        std::vector<const RedisCommand*> batch; // pointers: values are not copied
         for (const std::size_t i : indices) {
           if (asking[i]) {
-            batch.push_back({"ASKING"});
+            batch.push_back(&kAsking);
           }
-          batch.push_back(commands[i]);
+          batch.push_back(&commands[i]);
         }
         auto got = exchange(node, batch, block);
         if (!got) {
@@ -304,7 +305,7 @@ private:
 
   // One pipeline on one node's pooled connection (dialled when none is idle).
   Result<std::vector<RedisReply>> exchange(const std::string& name,
-                                           const std::vector<RedisCommand>& batch,
+                                           const std::vector<const RedisCommand*>& batch,
                                            std::optional<std::chrono::milliseconds> block) {
     Node* node = node_named(name);
     if (node == nullptr) {
@@ -412,7 +413,8 @@ private:
 
   // CLUSTER SLOTS: [[start, end, [host, port, id], replicas...], ...].
   std::optional<std::array<std::string, kSlots>> read_slots(const std::string& name) {
-    auto replies = exchange(name, {{"CLUSTER", "SLOTS"}}, std::nullopt);
+    const RedisCommand slots{"CLUSTER", "SLOTS"};
+    auto replies = exchange(name, {&slots}, std::nullopt);
     if (!replies || replies->front().type != RedisReply::Type::kArray ||
         replies->front().elements.empty()) {
       return std::nullopt;

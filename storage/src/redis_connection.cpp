@@ -147,17 +147,27 @@ Result<void> Connection::send(const RedisCommand& command) {
 }
 
 Result<std::vector<RedisReply>> Connection::exchange(const std::vector<RedisCommand>& commands) {
+  std::vector<const RedisCommand*> pointers;
+  pointers.reserve(commands.size());
   for (const RedisCommand& cmd : commands) {
-    if (auto sent = send(cmd); !sent) {
+    pointers.push_back(&cmd);
+  }
+  return exchange(pointers);
+}
+
+Result<std::vector<RedisReply>>
+Connection::exchange(const std::vector<const RedisCommand*>& commands) {
+  for (const RedisCommand* cmd : commands) {
+    if (auto sent = send(*cmd); !sent) {
       return tl::unexpected(sent.error());
     }
   }
   std::vector<RedisReply> replies;
   replies.reserve(commands.size());
-  for (const RedisCommand& cmd : commands) {
+  for (const RedisCommand* cmd : commands) {
     void* raw = nullptr;
     if (redisGetReply(ctx_.get(), &raw) != REDIS_OK || raw == nullptr) {
-      return tl::unexpected(error(cmd.empty() ? "reply" : cmd[0]));
+      return tl::unexpected(error(cmd->empty() ? "reply" : cmd->front()));
     }
     const OwnedReply owned(static_cast<redisReply*>(raw));
     replies.push_back(to_reply(owned.get()));

@@ -43,6 +43,7 @@ public:
 
   // Sends every command, then reads one reply each. On an error the
   // connection is in an unknown state and must be dropped.
+  Result<std::vector<RedisReply>> exchange(const std::vector<const RedisCommand*>& commands);
   Result<std::vector<RedisReply>> exchange(const std::vector<RedisCommand>& commands);
   Result<void> send(const RedisCommand& command);
   void set_timeout(std::chrono::milliseconds timeout);

@@ -38,9 +38,10 @@ std::string RedisStore::redis_key(Area area, std::string_view key) const {
 }
 
 Result<RedisReply> RedisStore::run(std::string_view key, RedisCommand command) {
-  auto reply = client_->run(key, command);
+  const std::string name = command.front();
+  auto reply = client_->run(key, std::move(command)); // a put's value is not copied
   if (reply && reply->is_error()) {
-    return tl::unexpected(error_reply(command, *reply));
+    return tl::unexpected(StoreError{StoreError::Code::kIo, "redis " + name + ": " + reply->str});
   }
   return reply;
 }
