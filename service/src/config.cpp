@@ -262,6 +262,29 @@ tl::expected<ServiceConfig, std::string> load_config_file(const std::string& pat
       }
     }
   }
+  // Cluster mode (issue 15).
+  if (const toml::node* n = doc.get("cluster")) {
+    const toml::table* cluster = n->as_table();
+    if (cluster == nullptr) {
+      return fail(path + ": cluster must be a table ([cluster])");
+    }
+    if (auto v = (*cluster)["enabled"].value<bool>()) {
+      c.cluster.enabled = *v;
+    }
+    if (const toml::node* v = cluster->get("node_id")) {
+      if (!v->is_string()) {
+        return fail(path + ": cluster.node_id must be a string");
+      }
+      c.cluster.node_id = *v->value<std::string>();
+    }
+    for (auto [key, out] : {std::pair<std::string_view, std::chrono::milliseconds*>{
+                                "heartbeat_ms", &c.cluster.heartbeat},
+                            {"visibility_timeout_ms", &c.cluster.visibility_timeout}}) {
+      if (auto v = (*cluster)[key].value<std::int64_t>()) {
+        *out = std::chrono::milliseconds(std::max<std::int64_t>(1, *v));
+      }
+    }
+  }
   // Tokens (tokens.h): this file's [[tokens]] (plaintext only when the file
   // is private), then token_file's; every one checked at start-up.
   {
@@ -337,6 +360,11 @@ usage: kcached [--config FILE] [options]
   --trusted-keys PATH    public keys (a PEM file or a directory of them) whose records a shared
                          tier may serve; repeat it; replaces [signing] trusted_keys
   --print-public-key     print this node's public key (PEM) for other nodes' trusted_keys, and exit
+  --cluster              cluster mode: compile jobs queue on the Redis of --redis-url, shared by
+                         every node ([cluster] enabled)
+  --node-id ID           this node's name in the cluster (default HOSTNAME:PORT)
+  --cluster-heartbeat-ms N           a running job's claim is renewed this often (default 2000)
+  --cluster-visibility-timeout-ms N  a claim not renewed this long is reclaimed (default 30000)
 )";
 }
 
@@ -369,6 +397,10 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
     }
     if (flag == "--print-public-key") {
       c.signing.print_public_key = true;
+      continue;
+    }
+    if (flag == "--cluster") {
+      c.cluster.enabled = true;
       continue;
     }
     if (i + 1 >= argc) {
@@ -466,6 +498,15 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
       } else {
         c.limits.max_connections_per_peer = static_cast<std::size_t>(*n);
       }
+    } else if (flag == "--node-id") {
+      c.cluster.node_id = value;
+    } else if (flag == "--cluster-heartbeat-ms" || flag == "--cluster-visibility-timeout-ms") {
+      auto n = parse_uint(value, flag);
+      if (!n) {
+        return tl::unexpected(n.error());
+      }
+      (flag == "--cluster-heartbeat-ms" ? c.cluster.heartbeat : c.cluster.visibility_timeout) =
+          std::chrono::milliseconds(std::max<std::uint64_t>(1, *n));
     } else if (flag == "--header-timeout-s" || flag == "--idle-timeout-s" ||
                flag == "--stall-timeout-s") {
       auto n = parse_uint(value, flag);
@@ -482,6 +523,10 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
   }
   if (store_flags && !tier_flag.empty()) {
     return fail("--store replaces " + std::string(tier_flag) + "; give one or the other");
+  }
+  if (c.cluster.enabled && c.redis_url.empty()) {
+    return fail("cluster mode (--cluster, [cluster] enabled) needs redis_url (--redis-url): the "
+                "job queue lives on that Redis");
   }
   const std::uint64_t host_memory = host_memory_bytes();
   fit_default_worker_memory(c.jobs, host_memory);

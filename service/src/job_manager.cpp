@@ -176,6 +176,18 @@ SubmitResult JobManager::submit_uncounted(const Submission& submission) {
   if (auto cached = lookup_cached(compile->key, compile->job.compile_key)) {
     return std::move(*cached);
   }
+  if (cluster_) {
+    bool local = false; // one queued here while Redis was down: join it here
+    {
+      std::lock_guard lock(mu_);
+      local = table_.active(compile->job.compile_key) != nullptr || stopping_;
+    }
+    if (!local) {
+      if (auto queued = cluster_->submit(compile->job, compile->key)) {
+        return std::move(*queued);
+      }
+    }
+  }
   std::lock_guard lock(mu_);
   return admit_locked(std::move(compile->job), compile->key, /*queue_now=*/true, /*force=*/false);
 }
@@ -250,9 +262,21 @@ void JobManager::enqueue_locked(const Job& job) {
 }
 
 std::optional<Job> JobManager::find(const std::string& id) const {
-  std::lock_guard lock(mu_);
-  const Job* job = table_.find(id);
-  return job == nullptr ? std::nullopt : std::optional<Job>(*job);
+  {
+    std::lock_guard lock(mu_);
+    if (const Job* job = table_.find(id)) {
+      return *job;
+    }
+  }
+  return cluster_ ? cluster_->find(id) : std::nullopt;
+}
+
+void JobManager::enable_cluster(const ClusterConfig& cluster, const storage::RedisOptions& redis) {
+  cluster_ = std::make_unique<ClusterJobs>(config_, cluster, redis,
+                                           ClusterJobs::Parts{*runner_, publisher_, metrics_.ok,
+                                                              metrics_.failed, metrics_.cancelled,
+                                                              metrics_.compile_seconds},
+                                           metrics_.registry);
 }
 
 std::optional<std::size_t> JobManager::queue_position(const std::string& id) const {
@@ -263,9 +287,11 @@ std::optional<std::size_t> JobManager::queue_position(const std::string& id) con
 void JobManager::wait(const std::string& id, Clock::time_point deadline,
                       std::function<void(std::optional<Job>)> done) {
   std::optional<Job> now;
+  bool cluster = false;
   {
     std::lock_guard lock(mu_);
     const Job* job = table_.find(id);
+    cluster = job == nullptr && cluster_ && !stopping_;
     if (job != nullptr && !is_finished(job->state) && !stopping_ && deadline > Clock::now()) {
       waiters_.add(id, deadline, std::move(done));
       ++waiters_generation_;
@@ -276,10 +302,24 @@ void JobManager::wait(const std::string& id, Clock::time_point deadline,
       now = *job;
     }
   }
+  if (cluster) {
+    cluster_->wait(id, deadline, std::move(done)); // not ours: the cluster's, if any
+    return;
+  }
   done(std::move(now));
 }
 
 std::optional<Job> JobManager::cancel(const std::string& id) {
+  if (cluster_) {
+    bool local = false;
+    {
+      std::lock_guard lock(mu_);
+      local = table_.find(id) != nullptr;
+    }
+    if (!local) {
+      return cluster_->cancel(id); // not ours: the cluster's, if any
+    }
+  }
   Callbacks callbacks;
   std::optional<Job> result;
   {
@@ -319,14 +359,32 @@ std::optional<Job> JobManager::cancel(const std::string& id) {
 }
 
 std::vector<Job> JobManager::list(std::optional<JobState> state, std::size_t limit) const {
-  std::lock_guard lock(mu_);
-  return table_.list(state, limit);
+  std::vector<Job> jobs;
+  {
+    std::lock_guard lock(mu_);
+    jobs = table_.list(state, limit);
+  }
+  if (cluster_) {
+    // Newest first across both: the cluster's jobs, and ours queued while Redis was down.
+    for (Job& job : cluster_->list(state, limit)) {
+      if (std::none_of(jobs.begin(), jobs.end(), [&](const Job& j) { return j.id == job.id; })) {
+        jobs.push_back(std::move(job));
+      }
+    }
+    std::stable_sort(jobs.begin(), jobs.end(),
+                     [](const Job& a, const Job& b) { return a.submitted_ms > b.submitted_ms; });
+    if (jobs.size() > limit) {
+      jobs.resize(limit);
+    }
+  }
+  return jobs;
 }
 
 JobCounts JobManager::counts() const {
+  const std::size_t cluster_running = cluster_ ? cluster_->running() : 0;
   std::lock_guard lock(mu_);
-  return JobCounts{queue_->size(), running_.size(), table_.finished(), config_.workers,
-                   queue_->capacity()};
+  return JobCounts{queue_->size(), running_.size() + cluster_running, table_.finished(),
+                   config_.workers, queue_->capacity()};
 }
 
 void JobManager::shutdown() {
@@ -347,6 +405,9 @@ void JobManager::shutdown() {
   waiter_cv_.notify_all();
   for (auto& [done, job] : callbacks) {
     done(std::move(job));
+  }
+  if (cluster_) {
+    cluster_->stop();
   }
   if (pool_) {
     pool_->stop();

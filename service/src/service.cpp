@@ -1,11 +1,16 @@
 #include <kcache/service/service.h>
 #include <kcache/service/lease_table_local.h>
 #include <kcache/service/tls_context.h>
+#include <kcache/storage/redis_options.h>
 #include <kcache/storage/store_factory.h>
+#include <kcache/storage/store_url.h>
 
 #include <boost/asio/signal_set.hpp>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
+#include <array>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -130,6 +135,27 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
   }
   if (config.tokens.empty()) {
     spdlog::warn("no tokens configured: every client has the admin role");
+  }
+  if (config.cluster.enabled) {
+    // Once the TCP port is known: the default node id is <hostname>:<port>.
+    auto url = storage::StoreUrl::parse(config.redis_url);
+    auto redis = url ? storage::parse_redis_url(*url)
+                     : storage::Result<storage::RedisOptions>(tl::unexpected(url.error()));
+    if (!redis) {
+      return tl::unexpected("cluster mode: redis_url: " + redis.error().message);
+    }
+    if (!service->jobs_) {
+      spdlog::warn("cluster mode: this kcached runs no compile workers: it takes no cluster jobs");
+    } else {
+      ClusterConfig cluster = config.cluster;
+      if (cluster.node_id.empty()) {
+        std::array<char, 256> host{};
+        ::gethostname(host.data(), host.size() - 1);
+        cluster.node_id =
+            std::string(host.data()) + ":" + std::to_string(service->server_->tcp_port());
+      }
+      service->jobs_->enable_cluster(cluster, *redis);
+    }
   }
   return service;
 }

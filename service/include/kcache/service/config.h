@@ -56,6 +56,11 @@
 //   (0600) trusted_keys = ["/etc/kcache/trusted"]  # public keys (files or dirs) whose shared-tier
 //   records
 //                                           # are served; this node's own key always is
+//   [cluster]                               # the job queue shared on Redis (job_queue_cluster.h)
+//   enabled = false                         # needs redis_url (the same Redis, AUTH, namespace)
+//   node_id = ""                            # "": <hostname>:<port>
+//   heartbeat_ms = 2000                     # a running job's claim is renewed this often
+//   visibility_timeout_ms = 30000           # a claim not renewed this long is reclaimed
 
 #include <tl/expected.hpp>
 
@@ -150,6 +155,15 @@ struct SigningConfig {
   bool print_public_key = false;         // --print-public-key: print it and exit
 };
 
+// Cluster mode (issue 15): compile jobs queue on Redis Streams shared by
+// every node (job_queue_cluster.h).
+struct ClusterConfig {
+  bool enabled = false;
+  std::string node_id; // "": <hostname>:<port>
+  std::chrono::milliseconds heartbeat{2000};
+  std::chrono::milliseconds visibility_timeout{30000};
+};
+
 struct ServiceConfig {
   std::string listen = "127.0.0.1:7070";
   std::string unix_socket;
@@ -166,6 +180,7 @@ struct ServiceConfig {
   std::vector<Token> tokens;
   TlsConfig tls;
   SigningConfig signing;
+  ClusterConfig cluster;
   // Serve plain HTTP on a non-loopback TCP address although tokens are configured.
   bool allow_plain_http = false;
 };

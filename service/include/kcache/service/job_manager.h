@@ -21,6 +21,7 @@
 #include <kcache/service/job_intake.h>
 #include <kcache/service/job_publisher.h>
 #include <kcache/service/job_queue.h>
+#include <kcache/service/job_queue_cluster.h>
 #include <kcache/service/job_runner.h>
 #include <kcache/service/job_table.h>
 #include <kcache/service/job_worker_pool.h>
@@ -80,6 +81,11 @@ public:
   std::uint64_t max_submission_bytes() const {
     return JobIntake::max_text_bytes(config_.max_spec_bytes);
   }
+
+  // Cluster mode (job_queue_cluster.h): compile submissions go to the Redis
+  // queue every node serves, and this node's workers take from it too; a
+  // submission Redis cannot take is queued here. Call once, before serving.
+  void enable_cluster(const ClusterConfig& cluster, const storage::RedisOptions& redis);
 
   // Stops taking jobs, answers every waiter, kills running compiles (they stay
   // in the journal as queued and run after a restart) and joins the threads.
@@ -164,6 +170,9 @@ private:
   // admitted: search id -> slots; reserved_ is their sum.
   std::unordered_map<std::string, std::size_t> reservations_;
   std::size_t reserved_ = 0;
+
+  // Set once before serving; its threads use runner_, publisher_ and metrics_.
+  std::unique_ptr<ClusterJobs> cluster_;
 
   // Last: they stop and join before anything above is destroyed.
   std::unique_ptr<JobWorkerPool> pool_;

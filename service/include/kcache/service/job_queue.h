@@ -1,10 +1,20 @@
 #pragma once
 // Where jobs wait for a worker and where their records outlive the process.
-// JobManager sees only this interface: the first implementation is
-// LocalJobQueue (an in-process priority queue and the RocksDB journal); the
-// cluster's will be a Redis Streams queue shared by every kcached.
+// JobManager sees only this interface: LocalJobQueue (an in-process priority
+// queue and the RocksDB journal).
 //
 // Not thread-safe: JobManager calls it under its own lock.
+//
+// The cluster seam (issue 15) is NOT a second JobQueue: a cluster worker must
+// block on Redis for a job submitted on another node, outside JobManager's
+// lock, and a job's record lives in Redis rather than in this node's table.
+// So cluster mode is a component beside the local queue, ClusterJobs
+// (job_queue_cluster.h over RedisJobQueue, job_queue_redis.h), with its own
+// taker threads: JobManager forwards a compile submission to it first and
+// falls back to this queue when Redis cannot be asked (fail open), and asks it
+// for jobs its own table does not know (find, wait, cancel, list). ClusterJobs
+// borrows JobManager's runner, publisher and metrics. In local mode nothing of
+// it exists and JobManager behaves as before.
 
 #include <kcache/service/job.h>
 

@@ -1,0 +1,412 @@
+// ClusterJobs: the threads of cluster mode around RedisJobQueue (taking,
+// heartbeats and reclaiming, long-polls) and the calls JobManager forwards.
+
+#include <kcache/compiler/diagnostics.h>
+#include <kcache/protocol/clock.h>
+#include <kcache/service/job_queue_cluster.h>
+
+#include <spdlog/spdlog.h>
+
+#include <set>
+
+namespace kcache::service {
+
+using compiler::CompileError;
+
+namespace {
+
+constexpr std::size_t kJobLogTail = 8000; // as JobManager keeps of a log
+constexpr std::chrono::milliseconds kTakeBlock{1000};
+constexpr std::chrono::milliseconds kPollEvery{250};
+constexpr std::chrono::milliseconds kRetryAfterError{500};
+
+std::vector<std::string> backends_of(const JobRunner& runner) {
+  std::vector<std::string> out;
+  for (const auto& [backend, toolchain] : runner.toolchains()) {
+    out.emplace_back(compiler::backend_name(backend));
+  }
+  return out;
+}
+
+} // namespace
+
+ClusterJobs::ClusterJobs(const JobsConfig& jobs, const ClusterConfig& cluster,
+                         const storage::RedisOptions& redis, Parts parts, MetricsRegistry& metrics)
+    : jobs_(jobs), cluster_(cluster), parts_(parts), redis_(storage::RedisClient::create(redis)),
+      queue_(*redis_, ClusterQueueOptions{cluster.node_id, backends_of(parts.runner),
+                                          cluster.visibility_timeout, std::chrono::hours(24),
+                                          std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              jobs.negative_ttl)}),
+      reclaimed_(metrics.counter("kcache_cluster_jobs_reclaimed_total",
+                                 "Cluster jobs taken over from a stalled or dead node")) {
+  metrics.describe("kcache_cluster_queue_depth", "gauge",
+                   "Cluster jobs waiting or running in the streams this node serves");
+  metrics.add_collector([this](std::vector<MetricsRegistry::Sample>& out) {
+    out.push_back({"kcache_cluster_queue_depth", {}, static_cast<double>(depth_.load())});
+  });
+  events_ = storage::RedisSubscription::start(redis, {queue_.events_channel()},
+                                              [this](std::string_view, std::string_view message) {
+                                                if (message.starts_with("job ")) {
+                                                  {
+                                                    std::lock_guard lock(mu_);
+                                                    poke_ = true;
+                                                  }
+                                                  cv_.notify_all();
+                                                }
+                                              });
+  for (unsigned i = 0; i < jobs.workers; ++i) {
+    threads_.emplace_back([this](const std::stop_token& stop) { take_loop(stop); });
+  }
+  threads_.emplace_back([this](const std::stop_token& stop) { heartbeat_loop(stop); });
+  threads_.emplace_back([this](const std::stop_token& stop) { waiter_loop(stop); });
+  spdlog::info("cluster mode: node {} serves {} jobs (heartbeat {} ms, visibility timeout {} ms)",
+               cluster.node_id, backends_of(parts.runner).size(), cluster.heartbeat.count(),
+               cluster.visibility_timeout.count());
+}
+
+std::optional<SubmitResult> ClusterJobs::submit(const Job& job, const std::string& key) {
+  auto result = queue_.submit(job, key, [&] { return parts_.publisher.has(job.compile_key); });
+  if (!result) {
+    spdlog::warn("cluster queue unreachable ({}): job {} queued on this node",
+                 result.error().message, job.id);
+    return std::nullopt;
+  }
+  if (result->status == SubmitStatus::kCached && !result->job) {
+    // Compiled by another node meanwhile: link this key to its result.
+    if (auto why = parts_.publisher.cached(key, job.compile_key)) {
+      return SubmitResult{SubmitStatus::kCached, std::nullopt, std::move(*why)};
+    }
+    return std::nullopt; // not readable here (yet): compile it locally
+  }
+  return std::move(*result);
+}
+
+std::optional<Job> ClusterJobs::find(const std::string& id) {
+  auto job = queue_.find(id);
+  return job ? std::move(*job) : std::nullopt;
+}
+
+std::optional<Job> ClusterJobs::cancel(const std::string& id) {
+  auto job = queue_.cancel(id);
+  if (job && *job && (*job)->finished()) {
+    std::lock_guard lock(mu_);
+    poke_ = true;
+    cv_.notify_all();
+  }
+  return job ? std::move(*job) : std::nullopt;
+}
+
+std::vector<Job> ClusterJobs::list(std::optional<JobState> state, std::size_t limit) {
+  auto jobs = queue_.list(state, limit);
+  return jobs ? std::move(*jobs) : std::vector<Job>();
+}
+
+std::size_t ClusterJobs::running() const {
+  std::lock_guard lock(mu_);
+  return running_.size();
+}
+
+void ClusterJobs::wait(const std::string& id, Clock::time_point deadline, WaitCallback done) {
+  std::optional<Job> job = find(id);
+  if (job && !job->finished() && deadline > Clock::now()) {
+    std::unique_lock lock(mu_);
+    if (!stopping_) {
+      Waiters& w = waiters_[id];
+      w.calls.emplace_back(deadline, std::move(done));
+      w.last = std::move(*job);
+      cv_.notify_all();
+      return;
+    }
+  }
+  done(std::move(job));
+}
+
+void ClusterJobs::stop() {
+  std::vector<std::pair<WaitCallback, Job>> callbacks;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) {
+      return;
+    }
+    stopping_ = true;
+    for (auto& [id, r] : running_) {
+      r.cancel.request_stop();
+    }
+    for (auto& [id, w] : waiters_) {
+      for (auto& [deadline, done] : w.calls) {
+        callbacks.emplace_back(std::move(done), w.last);
+      }
+    }
+    waiters_.clear();
+  }
+  cv_.notify_all();
+  for (auto& [done, job] : callbacks) {
+    done(std::move(job));
+  }
+  for (std::jthread& t : threads_) {
+    t.request_stop();
+  }
+  for (std::jthread& t : threads_) {
+    if (t.joinable()) {
+      t.join();
+    }
+  }
+  events_.reset();
+}
+
+void ClusterJobs::sleep(const std::stop_token& stop, std::chrono::milliseconds how_long) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, stop, how_long, [&] { return stopping_; });
+}
+
+void ClusterJobs::take_loop(const std::stop_token& stop) {
+  while (!stop.stop_requested()) {
+    auto claim = queue_.take(kTakeBlock);
+    if (!claim) {
+      spdlog::debug("cluster queue: take: {}", claim.error().message);
+      sleep(stop, kRetryAfterError);
+      continue;
+    }
+    if (!*claim) {
+      continue;
+    }
+    if (stop.stop_requested()) {
+      return; // left unacked: another node reclaims it
+    }
+    run(**claim);
+  }
+}
+
+compiler::WorkerOutcome ClusterJobs::compile(const RedisJobQueue::Claim& claim,
+                                             const compiler::CompileSpec& spec,
+                                             const std::stop_token& cancel) {
+  compiler::WorkerOutcome result = parts_.runner.run(spec, cancel);
+  std::uint32_t attempts = claim.job.attempts;
+  while (!result.outcome && is_infrastructure_failure(result.exit) && !cancel.stop_requested() &&
+         attempts < jobs_.max_attempts) {
+    const auto backoff = jobs_.retry_backoff * (1LL << std::min<std::uint32_t>(attempts - 1, 16));
+    spdlog::warn("cluster job {}: attempt {} failed ({}); retrying in {} ms", claim.job.id,
+                 attempts, result.outcome.error().message, backoff.count());
+    std::mutex sleep_mu;
+    std::condition_variable_any sleep_cv;
+    std::unique_lock sleep_lock(sleep_mu);
+    sleep_cv.wait_for(sleep_lock, cancel, backoff, [] { return false; });
+    if (cancel.stop_requested()) {
+      break;
+    }
+    ++attempts;
+    result = parts_.runner.run(spec, cancel);
+  }
+  return result;
+}
+
+void ClusterJobs::run(const RedisJobQueue::Claim& claim) {
+  const std::string id = claim.job.id;
+  std::stop_source cancel;
+  {
+    std::lock_guard lock(mu_);
+    running_.emplace(id, Running{claim, cancel, false});
+  }
+  Job job = claim.job;
+  job.spec_json.clear();
+  const auto start = Clock::now();
+  auto spec = compiler::spec_from_json(claim.job.spec_json);
+  compiler::WorkerOutcome result{
+      tl::unexpected(
+          CompileError{CompileError::Code::kInvalidSpec, spec ? std::string() : spec.error(), {}}),
+      {},
+      compiler::WorkerExit::kCompileError};
+  const bool worn_out = claim.job.attempts > jobs_.max_attempts;
+  if (spec && !worn_out) {
+    result = compile(claim, *spec, cancel.get_token());
+    parts_.compile_seconds.observe(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  bool lost = false;
+  bool stopping = false;
+  {
+    std::lock_guard lock(mu_);
+    const auto r = running_.find(id);
+    lost = r->second.lost;
+    running_.erase(r);
+    stopping = stopping_;
+  }
+  const bool cancelled =
+      !result.outcome && result.outcome.error().code == CompileError::Code::kCancelled;
+  if (lost || (cancelled && stopping)) {
+    // Another node holds it now, or it is left for one to reclaim.
+    spdlog::warn("cluster job {}: {}", id,
+                 lost ? "its claim was taken over; not publishing" : "left to the cluster");
+    return;
+  }
+  job.compile_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  if (result.outcome) {
+    parts_.ok.inc();
+    JobPublisher::CompileMetadata meta{job.id, job.compile_key, job.backend, job.target, job.output,
+                                       {},     job.submitter};
+    const auto keyed = parts_.runner.toolchains().find(spec->backend);
+    meta.toolchain =
+        keyed != parts_.runner.toolchains().end() ? keyed->second.components() : result.toolchain;
+    std::set<std::string> published;
+    auto keys = [&] {
+      auto now = queue_.keys(id);
+      std::vector<std::string> out = now && !now->empty() ? std::move(*now) : job.keys;
+      published.insert(out.begin(), out.end());
+      return out;
+    };
+    auto ok = parts_.publisher.publish_compile(*result.outcome, meta, keys);
+    std::string publish_error = ok ? std::string() : ok.error();
+    if (ok) {
+      // Submissions that joined after the last look at the keys.
+      auto sealed = queue_.seal(claim);
+      if (sealed && !*sealed) {
+        spdlog::warn("cluster job {}: its claim was taken over; not marking it", id);
+        return;
+      }
+      if (sealed) {
+        std::vector<std::string> extra;
+        for (const std::string& k : **sealed) {
+          if (!published.contains(k)) {
+            extra.push_back(k);
+          }
+        }
+        if (!extra.empty()) {
+          ok = parts_.publisher.publish_compile(*result.outcome, meta, [&] { return extra; });
+          publish_error = ok ? std::string() : ok.error();
+        }
+      }
+      job.keys.assign(published.begin(), published.end());
+    }
+    job.output_size = result.outcome->binary.size();
+    job.log = compiler::log_tail(result.outcome->log, kJobLogTail);
+    if (publish_error.empty()) {
+      job.state = JobState::kSucceeded;
+    } else {
+      job.state = JobState::kFailed;
+      job.error_code = JobError::kStore;
+      job.error_message = "the compile succeeded but storing it failed: " + publish_error;
+    }
+  } else if (worn_out) {
+    parts_.failed.inc();
+    job.state = JobState::kFailed;
+    job.error_code = JobError::kInternal;
+    job.error_message = "the job was claimed " + std::to_string(claim.job.attempts) +
+                        " times (its nodes died or stalled) and is not retried";
+  } else {
+    const CompileError& e = result.outcome.error();
+    (cancelled ? parts_.cancelled : parts_.failed).inc();
+    const bool infrastructure = is_infrastructure_failure(result.exit);
+    job.state = cancelled ? JobState::kCancelled : JobState::kFailed;
+    job.error_code = infrastructure ? JobError::kInfrastructure : job_error_of(e.code);
+    job.error_message = infrastructure
+                            ? "the compile's worker failed (not the spec's fault): " + e.message
+                            : e.message;
+    job.log = compiler::log_tail(e.log, kJobLogTail);
+  }
+  job.finished_ms = protocol::unix_now_ms();
+  auto written = queue_.finish(claim, job);
+  if (!written) {
+    // Unacked: a node reclaims it after the visibility timeout (its
+    // publication is idempotent: the same key, the same bytes).
+    spdlog::error("cluster job {}: writing its final state: {}", id, written.error().message);
+  } else if (!*written) {
+    spdlog::warn("cluster job {}: its claim was taken over; its state is the newer claim's", id);
+  }
+  spdlog::info("cluster job {} {} ({} {} {}) in {} ms{}{}", id, job_state_name(job.state),
+               job.backend, job.entry, job.target, job.compile_ms,
+               job.error_message.empty() ? "" : ": ", job.error_message);
+  {
+    std::lock_guard lock(mu_);
+    poke_ = true;
+  }
+  cv_.notify_all();
+}
+
+void ClusterJobs::heartbeat_loop(const std::stop_token& stop) {
+  while (!stop.stop_requested()) {
+    sleep(stop, cluster_.heartbeat);
+    if (stop.stop_requested()) {
+      return;
+    }
+    std::vector<RedisJobQueue::Claim> claims;
+    std::set<std::string> entries;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& [id, r] : running_) {
+        claims.push_back(r.claim);
+        entries.insert(r.claim.entry);
+      }
+    }
+    for (const RedisJobQueue::Claim& claim : claims) {
+      const RedisJobQueue::Renewal renewal = queue_.renew(claim);
+      if (renewal == RedisJobQueue::Renewal::kHeld) {
+        continue;
+      }
+      std::lock_guard lock(mu_);
+      if (const auto r = running_.find(claim.job.id); r != running_.end()) {
+        r->second.lost = renewal == RedisJobQueue::Renewal::kLost;
+        r->second.cancel.request_stop();
+      }
+    }
+    if (auto reclaimed = queue_.reclaim(entries); reclaimed && *reclaimed > 0) {
+      spdlog::info("cluster queue: reclaimed {} jobs of stalled or dead nodes", *reclaimed);
+      reclaimed_.inc(*reclaimed);
+    }
+    if (auto depth = queue_.depth()) {
+      depth_ = *depth;
+    }
+  }
+}
+
+void ClusterJobs::waiter_loop(const std::stop_token& stop) {
+  std::unique_lock lock(mu_);
+  while (!stop.stop_requested() && !stopping_) {
+    cv_.wait_for(lock, stop, kPollEvery, [&] { return poke_ || stopping_; });
+    poke_ = false;
+    if (waiters_.empty() || stopping_) {
+      continue;
+    }
+    std::vector<std::string> ids;
+    for (const auto& [id, w] : waiters_) {
+      ids.push_back(id);
+    }
+    lock.unlock();
+    std::map<std::string, std::optional<Job>> seen; // absent: Redis did not answer
+    for (const std::string& id : ids) {
+      if (auto job = queue_.find(id)) {
+        seen.emplace(id, std::move(*job));
+      }
+    }
+    lock.lock();
+    std::vector<std::pair<WaitCallback, std::optional<Job>>> ready;
+    const auto now = Clock::now();
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      Waiters& w = it->second;
+      const auto s = seen.find(it->first);
+      if (s != seen.end() && s->second) {
+        w.last = *s->second;
+      }
+      const bool done = s != seen.end() && (!s->second || s->second->finished());
+      for (auto call = w.calls.begin(); call != w.calls.end();) {
+        if (done || call->first <= now) {
+          ready.emplace_back(std::move(call->second), s != seen.end() && !s->second
+                                                          ? std::nullopt
+                                                          : std::optional<Job>(w.last));
+          call = w.calls.erase(call);
+        } else {
+          ++call;
+        }
+      }
+      it = w.calls.empty() ? waiters_.erase(it) : std::next(it);
+    }
+    if (!ready.empty()) {
+      lock.unlock();
+      for (auto& [done, job] : ready) {
+        done(std::move(job));
+      }
+      lock.lock();
+    }
+  }
+}
+
+} // namespace kcache::service

@@ -1,0 +1,265 @@
+// Cluster mode's job queue (issue 15) end to end: a real redis-server, real
+// kcached processes sharing it (--cluster) and real kcache-worker compiles.
+// Every node signs with one key, so each trusts what the others put in Redis.
+
+#include "kcached_process.h"
+#include "redis_server.h"
+#include "temp_dir.h"
+
+#include <kcache/client/client.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+namespace kcache {
+namespace {
+
+using client::Client;
+using client::CompileOutcome;
+using client::CompileRequest;
+using testing::KcachedProcess;
+using testing::RedisServer;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+std::string worker_binary() {
+  const char* env = std::getenv("KCACHE_WORKER_BINARY");
+  return env != nullptr && *env != '\0' ? env : testing::built_binary("kcache-worker");
+}
+
+// One signing key for every node of a test: made once by --print-public-key.
+std::string shared_signing_key(const testing::TempDir& dir) {
+  std::string key = (dir.path() / "signing.pem").string();
+  std::string out;
+  testing::run_command({testing::built_binary("kcached"), "--print-public-key", "--signing-key",
+                        key, "--data-dir", (dir.path() / "unused").string()},
+                       out);
+  return key;
+}
+
+std::vector<std::string> node_args(const RedisServer& redis, const std::string& key,
+                                   std::vector<std::string> extra = {}) {
+  const bool release = std::getenv("KCACHE_WORKER_BINARY") != nullptr;
+  std::vector<std::string> args = {"--worker-binary",
+                                   worker_binary(),
+                                   "--worker-memory",
+                                   release ? "4GiB" : "0",
+                                   "--redis-url",
+                                   redis.url("namespace=cq"),
+                                   "--signing-key",
+                                   key,
+                                   "--cluster",
+                                   "--workers",
+                                   "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+std::unique_ptr<Client> connect(const std::string& url) {
+  client::ClientOptions o;
+  o.url = url;
+  o.timeout = std::chrono::milliseconds(10000);
+  auto c = Client::create(o);
+  EXPECT_TRUE(c.has_value());
+  return std::move(*c);
+}
+
+std::string cpp_spec(const std::string& source, std::vector<std::string> options = {"-O1"}) {
+  options.push_back("-std=c++20");
+  return json{{"backend", "cpp"},
+              {"source", {{"name", "kernel.cpp"}, {"text", source}}},
+              {"options", options},
+              {"target", "x86-64-v2"},
+              {"output", "object"}}
+      .dump();
+}
+
+std::string value_spec(int n) {
+  return cpp_spec("extern \"C\" int value_" + std::to_string(n) + "() { return " +
+                  std::to_string(n * 7) + "; }");
+}
+
+// A compile that takes about `steps` / 1e6 seconds of clang's time.
+std::string slow_spec(long steps) {
+  return cpp_spec(R"(
+constexpr long spin(long n) { long s = 0; for (long i = 0; i < n; ++i) s += i % 7; return s; }
+constexpr long value = spin(SPIN);
+extern "C" long get_value() { return value; }
+)",
+                  {"-fconstexpr-steps=2147483647", "-DSPIN=" + std::to_string(steps)});
+}
+
+double metric(Client& c, const std::string& name_and_labels) {
+  auto res = c.request(client::HttpMethod::kGet, "/metrics");
+  if (!res) {
+    return -1;
+  }
+  std::istringstream lines(res->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(name_and_labels + " ", 0) == 0) {
+      return std::stod(line.substr(name_and_labels.size() + 1));
+    }
+  }
+  return 0;
+}
+
+// N submissions of M specs spread over three nodes: M compiles cluster-wide,
+// and every submitter's key holds its spec's artifact.
+TEST(ClusterJobs, ThreeNodesCompileEachDistinctSpecOnce) {
+  RedisServer redis;
+  testing::TempDir keys;
+  const std::string key = shared_signing_key(keys);
+  std::vector<std::unique_ptr<KcachedProcess>> nodes;
+  for (int i = 0; i < 3; ++i) {
+    nodes.push_back(std::make_unique<KcachedProcess>(
+        node_args(redis, key, {"--node-id", "node-" + std::to_string(i)})));
+  }
+  constexpr int kSpecs = 6;
+  constexpr int kSubmissions = 24;
+  std::mutex mu;
+  std::map<int, std::string> artifact_of_spec; // spec -> the bytes every submitter must get
+  std::atomic<int> failed{0}, mismatched{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kSubmissions; ++i) {
+    threads.emplace_back([&, i] {
+      auto c = connect(nodes[i % 3]->url());
+      CompileRequest request;
+      request.key = "kc1-cluster-" + std::to_string(i);
+      request.spec_json = value_spec(i % kSpecs);
+      auto out = c->get_or_compile(request);
+      if (!out || !out->artifact || out->artifact->files.empty()) {
+        ++failed;
+        return;
+      }
+      std::lock_guard lock(mu);
+      auto [it, fresh] = artifact_of_spec.emplace(i % kSpecs, out->artifact->files.front().data);
+      if (!fresh && it->second != out->artifact->files.front().data) {
+        ++mismatched;
+      }
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  std::string logs;
+  for (auto& n : nodes) {
+    logs += n->log();
+  }
+  EXPECT_EQ(failed.load(), 0) << logs;
+  EXPECT_EQ(mismatched.load(), 0);
+  EXPECT_EQ(artifact_of_spec.size(), static_cast<std::size_t>(kSpecs));
+  double compiles = 0;
+  for (auto& n : nodes) {
+    compiles += metric(*connect(n->url()), R"(kcache_compiles_total{result="succeeded"})");
+  }
+  EXPECT_EQ(compiles, kSpecs) << "one compile per distinct spec, cluster-wide\n" << logs;
+  // Each key from any node (the shared tier), and the job from any node.
+  auto c = connect(nodes[2]->url());
+  for (int i = 0; i < kSubmissions; ++i) {
+    EXPECT_TRUE(c->exists("kc1-cluster-" + std::to_string(i)).value_or(false)) << i;
+  }
+}
+
+// kill -9 of the node running a job: another node reclaims it after the
+// visibility timeout and completes it.
+TEST(ClusterJobs, AJobOfAKilledNodeCompletesOnAnother) {
+  RedisServer redis;
+  testing::TempDir keys;
+  const std::string key = shared_signing_key(keys);
+  const std::vector<std::string> fast = {"--cluster-heartbeat-ms", "300",
+                                         "--cluster-visibility-timeout-ms", "2000"};
+  std::vector<std::string> a_args = node_args(redis, key, fast);
+  a_args.insert(a_args.end(), {"--node-id", "doomed"});
+  KcachedProcess a(a_args);
+  auto ca = connect(a.url());
+  const std::string spec = slow_spec(6'000'000);
+  auto submitted = ca->submit("kc1-reclaimed", spec);
+  ASSERT_TRUE(submitted.has_value()) << submitted.error().message;
+  ASSERT_TRUE(submitted->job.has_value()) << a.log();
+  const std::string id = submitted->job->id;
+  // Running on `a` (the only node) before the survivor starts.
+  const auto running_by = Clock::now() + std::chrono::seconds(15);
+  while (Clock::now() < running_by) {
+    auto job = ca->job(id);
+    if (job && job->state == client::JobState::kRunning) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::vector<std::string> b_args = node_args(redis, key, fast);
+  b_args.insert(b_args.end(), {"--node-id", "survivor"});
+  KcachedProcess b(b_args);
+  a.kill();
+  const auto killed = Clock::now();
+  auto cb = connect(b.url());
+  std::optional<client::JobStatus> last;
+  while (Clock::now() < killed + std::chrono::seconds(45)) {
+    if (auto job = cb->job(id)) {
+      last = *job;
+      if (job->state == client::JobState::kSucceeded) {
+        break;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_TRUE(last.has_value()) << b.log();
+  EXPECT_EQ(last->state, client::JobState::kSucceeded) << b.log();
+  const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
+  EXPECT_LT(seconds, 2 + 10 + 20) << "visibility timeout + 10 s, + the compile itself (up to 20 s "
+                                     "on a loaded 2-core host)";
+  EXPECT_TRUE(cb->exists("kc1-reclaimed").value_or(false));
+  EXPECT_GE(metric(*cb, "kcache_cluster_jobs_reclaimed_total"), 1) << b.log();
+}
+
+// Redis killed: submissions compile on the node's own queue; Redis back: the
+// node rejoins and compiles through the cluster queue again.
+TEST(ClusterJobs, RedisDownSubmissionsCompleteLocally) {
+  RedisServer redis;
+  testing::TempDir keys;
+  const std::string key = shared_signing_key(keys);
+  KcachedProcess node(node_args(redis, key));
+  auto c = connect(node.url());
+  CompileRequest before;
+  before.key = "kc1-before";
+  before.spec_json = value_spec(100);
+  auto first = c->get_or_compile(before);
+  ASSERT_TRUE(first.has_value() && first->artifact) << node.log();
+
+  redis.kill();
+  CompileRequest during;
+  during.key = "kc1-during";
+  during.spec_json = value_spec(101);
+  auto second = c->get_or_compile(during);
+  ASSERT_TRUE(second.has_value()) << second.error().message << node.log();
+  EXPECT_EQ(second->kind, CompileOutcome::Kind::kCompiled) << node.log();
+  EXPECT_TRUE(second->artifact.has_value());
+
+  redis.restart();
+  CompileRequest after;
+  after.key = "kc1-after";
+  after.spec_json = value_spec(102);
+  // The breaker may still be open for a moment: fail-open then too.
+  auto third = c->get_or_compile(after);
+  ASSERT_TRUE(third.has_value()) << third.error().message << node.log();
+  EXPECT_EQ(third->kind, CompileOutcome::Kind::kCompiled) << node.log();
+  // And, Redis healthy again, a job goes through the cluster queue.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  auto fourth = c->submit("kc1-rejoined", value_spec(103));
+  ASSERT_TRUE(fourth.has_value() && fourth->job.has_value()) << node.log();
+  EXPECT_NE(fourth->message.find("cluster"), std::string::npos) << fourth->message;
+  const auto by = Clock::now() + std::chrono::seconds(20);
+  while (Clock::now() < by && !c->exists("kc1-rejoined").value_or(false)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(c->exists("kc1-rejoined").value_or(false)) << node.log();
+}
+
+} // namespace
+} // namespace kcache
