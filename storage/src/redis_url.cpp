@@ -55,6 +55,9 @@ Result<void> parse_cluster(const StoreUrl& url, RedisOptions& o) {
     }
     o.cluster = *cluster == "1";
   }
+  if (o.cluster && o.db != 0) {
+    return url.invalid("a Redis Cluster has only database 0, got /" + std::to_string(o.db));
+  }
   const std::string seeds = url.param("seeds").value_or("");
   std::string_view rest = seeds;
   while (!rest.empty()) {

@@ -78,7 +78,7 @@ TEST(RedisClusterUrl, ClusterAndSeedsParse) {
   EXPECT_TRUE(options->cluster);
   EXPECT_EQ(options->seeds, (std::vector<std::string>{"10.0.0.2:7000", "node3:7001"}));
   for (const char* bad : {"redis://h?cluster=yes", "redis://h?seeds=nohost", "redis://h?seeds=h:0",
-                          "redis://h?seeds=:7000"}) {
+                          "redis://h?seeds=:7000", "redis://h/2?cluster=1"}) {
     auto parsed = StoreUrl::parse(bad);
     ASSERT_TRUE(parsed.has_value()) << bad;
     EXPECT_FALSE(parse_redis_url(*parsed).has_value()) << bad;
