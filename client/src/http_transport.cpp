@@ -1,4 +1,5 @@
 #include <kcache/client/http_transport.h>
+#include <kcache/protocol/tls_stream.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -8,7 +9,6 @@
 #include <boost/asio/ssl/error.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/beast/ssl/ssl_stream.hpp>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -118,12 +118,12 @@ std::string handshake_error(const beast::error_code& ec, SSL* ssl) {
   return message;
 }
 
-// With kTls, HTTP over an ssl_stream: connect, then the handshake (SNI, the
+// With kTls, HTTP over a TlsStream: connect, then the handshake (SNI, the
 // certificate checked against the URL's host), under the same deadlines.
 template <typename Protocol, bool kTls = false> class BeastConnection final : public Connection {
 public:
   using Plain = beast::basic_stream<Protocol>;
-  using Stream = std::conditional_t<kTls, beast::ssl_stream<Plain>, Plain>;
+  using Stream = std::conditional_t<kTls, protocol::TlsStream<Plain>, Plain>;
 
   BeastConnection(Endpoint endpoint, std::shared_ptr<TlsClientContext> tls)
       : endpoint_(std::move(endpoint)), tls_(std::move(tls)) {
@@ -131,6 +131,10 @@ public:
     // and a timer re-armed for each (130 syscalls per 64 KiB answer, measured).
     buffer_.reserve(kReadBufferBytes);
   }
+  BeastConnection(const BeastConnection&) = delete;
+  BeastConnection& operator=(const BeastConnection&) = delete;
+
+  ~BeastConnection() override { close(Close::kOrderly); }
 
   Result<HttpResponse> round_trip(const HttpRequest& request, Deadline deadline,
                                   std::chrono::milliseconds connect_timeout) override {
@@ -183,7 +187,7 @@ public:
     auto res = parser.release();
     ++completed_;
     if (!res.keep_alive()) {
-      close();
+      close(Close::kOrderly);
     }
     return HttpResponse{static_cast<int>(res.result_int()), std::move(res.body()),
                         std::string(res[http::field::content_type])};
@@ -206,7 +210,7 @@ private:
         return tl::unexpected(
             ClientError{ErrorCode::kInvalid, 0, "https:// without a TLS context"});
       }
-      stream_.emplace(io_, tls_->context);
+      stream_.emplace(io_, tls_->context, kReadBufferBytes);
     } else {
       stream_.emplace(io_);
     }
@@ -305,8 +309,17 @@ private:
     }
   }
 
-  void close() {
+  enum class Close { kFailed, kOrderly };
+
+  // An orderly close over TLS sends close_notify first, so the server can
+  // tell it from a cut connection.
+  void close(Close how = Close::kFailed) {
     if (stream_) {
+      if constexpr (kTls) {
+        if (how == Close::kOrderly) {
+          stream_->send_close_notify(layer().socket());
+        }
+      }
       beast::error_code ec;
       layer().socket().close(ec);
       stream_.reset();

@@ -1,4 +1,5 @@
 #include <kcache/protocol/json_text.h>
+#include <kcache/protocol/tls_stream.h>
 #include <kcache/service/http_server.h>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -9,7 +10,6 @@
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/beast/ssl/ssl_stream.hpp>
 #include <malloc.h>
 #include <spdlog/spdlog.h>
 
@@ -328,7 +328,7 @@ std::string peer_address(const unix_stream::socket& /*socket*/) {
   return ""; // local clients: not capped per peer
 }
 
-// One connection. With kTls, HTTP runs over an ssl_stream whose handshake
+// One connection. With kTls, HTTP runs over a TlsStream whose handshake
 // shares the request head's deadline, so every limit below applies to TLS
 // connections the same.
 template <typename Protocol, bool kTls = false>
@@ -336,7 +336,7 @@ class Session final : public SessionBase,
                       public std::enable_shared_from_this<Session<Protocol, kTls>> {
 public:
   using Plain = beast::basic_stream<Protocol>;
-  using Stream = std::conditional_t<kTls, beast::ssl_stream<Plain>, Plain>;
+  using Stream = std::conditional_t<kTls, protocol::TlsStream<Plain>, Plain>;
 
   Session(typename Protocol::socket socket,
           std::shared_ptr<HttpServer::State> state) requires(!kTls)
@@ -389,8 +389,8 @@ private:
     peer = peer_address(layer().socket());
     buffer_.reserve(16 << 10); // room for a request head in one read
     if constexpr (kTls && std::is_same_v<Protocol, tcp>) {
-      // A response leaves as several TLS records (one send each); with Nagle
-      // the last small one waits for the client's delayed ACK (40 ms).
+      // A large response leaves in several writes (TlsStream::kMaxWriteBytes
+      // each); with Nagle a small last one waits for the delayed ACK (40 ms).
       beast::error_code ec;
       layer().socket().set_option(tcp::no_delay(true), ec);
     }
@@ -429,6 +429,7 @@ private:
   }
 
   void shut() {
+    notify_close();
     beast::error_code ec;
     layer().socket().shutdown(Protocol::socket::shutdown_both, ec);
     layer().close();
@@ -673,6 +674,7 @@ private:
     beast::error_code ec;
     layer().socket().shutdown(Protocol::socket::shutdown_send, ec);
     linger_buffer_.resize(16 << 10);
+    notify_close();
     layer().expires_after(kLinger);
     drop_input();
   }
@@ -691,11 +693,20 @@ private:
     beast::error_code ec;
     layer().socket().shutdown(Protocol::socket::shutdown_send, ec);
     layer().close();
+    notify_close();
   }
 
   void release_body() {
     if (body_reserved_ > 0) {
       state_->body_budget.release(body_reserved_);
+  // TLS: a close_notify before the TCP FIN, so the peer can tell our orderly
+  // close from a cut connection (skipped after a failed handshake).
+  void notify_close() {
+    if constexpr (kTls) {
+      stream_.send_close_notify(layer().socket());
+    }
+  }
+
       if (body_reserved_ >= kLargeBytes) {
         state_->trim_after_large_free();
       }
