@@ -671,10 +671,10 @@ private:
   // Reads and drops what the client still sends, for a moment, then closes:
   // closing with unread data would reset the connection and lose our answer.
   void linger() {
+    notify_close();
     beast::error_code ec;
     layer().socket().shutdown(Protocol::socket::shutdown_send, ec);
     linger_buffer_.resize(16 << 10);
-    notify_close();
     layer().expires_after(kLinger);
     drop_input();
   }
@@ -690,15 +690,12 @@ private:
   }
 
   void close() {
+    notify_close();
     beast::error_code ec;
     layer().socket().shutdown(Protocol::socket::shutdown_send, ec);
     layer().close();
-    notify_close();
   }
 
-  void release_body() {
-    if (body_reserved_ > 0) {
-      state_->body_budget.release(body_reserved_);
   // TLS: a close_notify before the TCP FIN, so the peer can tell our orderly
   // close from a cut connection (skipped after a failed handshake).
   void notify_close() {
@@ -707,6 +704,9 @@ private:
     }
   }
 
+  void release_body() {
+    if (body_reserved_ > 0) {
+      state_->body_budget.release(body_reserved_);
       if (body_reserved_ >= kLargeBytes) {
         state_->trim_after_large_free();
       }
