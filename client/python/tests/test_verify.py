@@ -19,6 +19,16 @@ def test_entries_signed_by_a_trusted_key_verify(daemon, keys):
     assert stats["enabled"] and stats["verified"] == 3 and stats["rejected_total"] == 0
 
 
+def test_a_record_verified_once_is_not_verified_again(daemon, keys):
+    kcache.Client(daemon.url, fail_open=False).put("kc1-py-cached", b"again")
+    trainer = kcache.Client(daemon.url, fail_open=False, verify_signatures=True, trusted_keys=keys[0])
+    for _ in range(3):
+        assert trainer.get("kc1-py-cached") == b"again"
+    stats = trainer.verification_stats()
+    # One Ed25519 check; the files are still hashed on every get.
+    assert stats["verified"] == 3 and stats["cache_misses"] == 1 and stats["cache_hits"] == 2
+
+
 def test_entries_signed_by_another_key_are_misses(daemon, keys):
     kcache.Client(daemon.url, fail_open=False).put("kc1-py-a", b"not for you")
     trainer = kcache.Client(daemon.url, fail_open=False, verify_signatures=True, trusted_keys=[keys[1]])
