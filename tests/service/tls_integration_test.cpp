@@ -12,14 +12,18 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
 #include <gtest/gtest.h>
 #include <openssl/ssl.h>
 #include <sys/stat.h>
 
+#include <array>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <thread>
 
 namespace kcache {
@@ -27,6 +31,7 @@ namespace {
 
 namespace asio = boost::asio;
 namespace ssl = asio::ssl;
+namespace http = boost::beast::http;
 using client::Client;
 using client::ClientOptions;
 using client::ErrorCode;
@@ -151,6 +156,92 @@ TEST_F(TlsTest, RoundTripFromTheCppClient) {
   auto got = local->get("tls-127.0.0.1");
   ASSERT_TRUE(got) << got.error().message;
   EXPECT_TRUE(got->has_value());
+}
+
+TEST_F(TlsTest, BodiesAroundRecordAndWriteSizesRoundTripOnOneConnection) {
+  // TlsStream encrypts up to 256 KiB per socket write and decrypts what one
+  // read brings: sizes at the 16 KiB record edge and past several writes.
+  KcachedProcess k(tls_args(ca_));
+  auto c = make_client(https(k), ca_.ca);
+  ASSERT_TRUE(c);
+  std::mt19937 rng(14);
+  for (const std::size_t size :
+       {std::size_t{1}, std::size_t{16383}, std::size_t{16384}, std::size_t{16385},
+        std::size_t{300} << 10, std::size_t{3} << 20}) {
+    std::string value(size, '\0');
+    for (char& ch : value) {
+      ch = static_cast<char>(rng());
+    }
+    const std::string key = "tls-size-" + std::to_string(size);
+    ASSERT_TRUE(c->put(key, {{"value", value}})) << size;
+    for (int i = 0; i < 2; ++i) {
+      auto got = c->get(key);
+      ASSERT_TRUE(got) << size << ": " << got.error().message;
+      ASSERT_TRUE(got->has_value()) << size;
+      EXPECT_EQ((*got)->files.at(0).data, value) << size;
+    }
+  }
+}
+
+TEST_F(TlsTest, OrderlyCloseSendsCloseNotify) {
+  KcachedProcess k(tls_args(ca_));
+  // The server's: a request with Connection: close is answered, then
+  // close_notify; a reader sees a clean end (eof), not a truncated stream.
+  {
+    asio::io_context io;
+    ssl::context ctx(ssl::context::tls_client);
+    ctx.load_verify_file(ca_.ca);
+    ctx.set_verify_mode(ssl::verify_peer);
+    ssl::stream<asio::ip::tcp::socket> stream(io, ctx);
+    stream.next_layer().connect(
+        {asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(k.port())});
+    stream.handshake(ssl::stream_base::client);
+    http::request<http::empty_body> req{http::verb::get, "/healthz", 11};
+    req.set(http::field::host, "127.0.0.1");
+    req.keep_alive(false);
+    http::write(stream, req);
+    boost::beast::flat_buffer buffer;
+    http::response<http::string_body> res;
+    http::read(stream, buffer, res);
+    EXPECT_EQ(res.result_int(), 200U);
+    std::array<char, 64> rest{};
+    boost::system::error_code ec;
+    EXPECT_EQ(stream.read_some(asio::buffer(rest), ec), 0U);
+    EXPECT_EQ(ec, asio::error::eof) << ec.message();
+  }
+  // The client's: a raw TLS server answers one request and reads on; the
+  // client, destroyed, ends its pooled connection with close_notify.
+  asio::io_context io;
+  ssl::context ctx(ssl::context::tls_server);
+  ctx.use_certificate_chain_file(ca_.server_cert);
+  ctx.use_private_key_file(ca_.server_key, ssl::context::pem);
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  boost::system::error_code server_end;
+  std::thread server([&] {
+    ssl::stream<asio::ip::tcp::socket> stream(io, ctx);
+    acceptor.accept(stream.next_layer());
+    stream.handshake(ssl::stream_base::server);
+    boost::beast::flat_buffer buffer;
+    http::request<http::string_body> req;
+    http::read(stream, buffer, req);
+    http::response<http::string_body> res{http::status::not_found, 11};
+    res.set(http::field::content_type, "application/json");
+    res.body() = R"({"error": "not found"})";
+    res.keep_alive(true);
+    res.prepare_payload();
+    http::write(stream, res);
+    std::array<char, 64> rest{};
+    (void)stream.read_some(asio::buffer(rest), server_end);
+  });
+  {
+    auto c = make_client("https://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()),
+                         ca_.ca);
+    ASSERT_TRUE(c);
+    auto got = c->get("anything");
+    EXPECT_TRUE(got) << got.error().message;
+  }
+  server.join();
+  EXPECT_EQ(server_end, asio::error::eof) << server_end.message();
 }
 
 TEST_F(TlsTest, CliOverHttps) {
