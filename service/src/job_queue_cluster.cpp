@@ -232,6 +232,9 @@ void ClusterJobs::run(const RedisJobQueue::Claim& claim) {
   }
   const bool cancelled =
       !result.outcome && result.outcome.error().code == CompileError::Code::kCancelled;
+  // A node stalled past the visibility timeout (SIGSTOP, a long GC-like pause)
+  // learns here that another node holds the job: it publishes nothing.
+  lost = lost || (result.outcome && queue_.renew(claim) == RedisJobQueue::Renewal::kLost);
   if (lost || (cancelled && stopping)) {
     // Another node holds it now, or it is left for one to reclaim.
     spdlog::warn("cluster job {}: {}", id,

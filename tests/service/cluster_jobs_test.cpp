@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -117,6 +118,7 @@ TEST(ClusterJobs, ThreeNodesCompileEachDistinctSpecOnce) {
   testing::TempDir keys;
   const std::string key = shared_signing_key(keys);
   std::vector<std::unique_ptr<KcachedProcess>> nodes;
+  nodes.reserve(3);
   for (int i = 0; i < 3; ++i) {
     nodes.push_back(std::make_unique<KcachedProcess>(
         node_args(redis, key, {"--node-id", "node-" + std::to_string(i)})));
@@ -127,6 +129,7 @@ TEST(ClusterJobs, ThreeNodesCompileEachDistinctSpecOnce) {
   std::map<int, std::string> artifact_of_spec; // spec -> the bytes every submitter must get
   std::atomic<int> failed{0}, mismatched{0};
   std::vector<std::thread> threads;
+  threads.reserve(kSubmissions);
   for (int i = 0; i < kSubmissions; ++i) {
     threads.emplace_back([&, i] {
       auto c = connect(nodes[i % 3]->url());
@@ -216,6 +219,62 @@ TEST(ClusterJobs, AJobOfAKilledNodeCompletesOnAnother) {
                                      "on a loaded 2-core host)";
   EXPECT_TRUE(cb->exists("kc1-reclaimed").value_or(false));
   EXPECT_GE(metric(*cb, "kcache_cluster_jobs_reclaimed_total"), 1) << b.log();
+}
+
+// SIGSTOP of the node running a job, past the visibility timeout: another
+// node reclaims and completes it; SIGCONT: the stalled node learns its claim
+// is gone and neither publishes nor marks the job (fencing token).
+TEST(ClusterJobs, AStalledNodeDoesNotOverwriteTheReclaimedJob) {
+  RedisServer redis;
+  testing::TempDir keys;
+  const std::string key = shared_signing_key(keys);
+  const std::vector<std::string> fast = {"--cluster-heartbeat-ms", "300",
+                                         "--cluster-visibility-timeout-ms", "1500"};
+  std::vector<std::string> a_args = node_args(redis, key, fast);
+  a_args.insert(a_args.end(), {"--node-id", "stalled"});
+  KcachedProcess a(a_args);
+  auto ca = connect(a.url());
+  auto submitted = ca->submit("kc1-fenced", slow_spec(3'000'000));
+  ASSERT_TRUE(submitted.has_value() && submitted->job.has_value()) << a.log();
+  const std::string id = submitted->job->id;
+  const auto running_by = Clock::now() + std::chrono::seconds(15);
+  while (Clock::now() < running_by) {
+    auto job = ca->job(id);
+    if (job && job->state == client::JobState::kRunning) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::vector<std::string> b_args = node_args(redis, key, fast);
+  b_args.insert(b_args.end(), {"--node-id", "reclaimer"});
+  KcachedProcess b(b_args);
+  ASSERT_EQ(::kill(a.pid(), SIGSTOP), 0);
+  auto cb = connect(b.url());
+  std::optional<client::JobStatus> done;
+  const auto by = Clock::now() + std::chrono::seconds(30);
+  while (Clock::now() < by) {
+    if (auto job = cb->job(id); job && job->finished()) {
+      done = *job;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_EQ(::kill(a.pid(), SIGCONT), 0);
+  ASSERT_TRUE(done.has_value()) << b.log();
+  EXPECT_EQ(done->state, client::JobState::kSucceeded) << b.log();
+  EXPECT_GE(metric(*cb, "kcache_cluster_jobs_reclaimed_total"), 1);
+  // The stalled node's compile ends after its claim was taken: it stands down.
+  const auto stood_down_by = Clock::now() + std::chrono::seconds(15);
+  while (Clock::now() < stood_down_by &&
+         a.log().find("its claim was taken over") == std::string::npos) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_NE(a.log().find("its claim was taken over"), std::string::npos) << a.log();
+  auto after = cb->job(id);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->state, client::JobState::kSucceeded);
+  EXPECT_EQ(after->finished_ms, done->finished_ms) << "the reclaimer's final state stands";
+  EXPECT_TRUE(cb->exists("kc1-fenced").value_or(false));
 }
 
 // Redis killed: submissions compile on the node's own queue; Redis back: the
