@@ -11,12 +11,14 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 
 namespace kcache::storage {
 namespace {
@@ -185,6 +187,35 @@ TEST_F(RedisClusterTest, AskDuringAMigration) {
     EXPECT_EQ(after->value(), value) << key;
     EXPECT_EQ(RedisAdmin(target).run({"GET", store.redis_key(Area::kCas, key)}), value);
   }
+}
+
+TEST_F(RedisClusterTest, ConcurrentCallersWhileASlotMoves) {
+  RedisStore store(options("busy"));
+  // Every key in one slot (hash tag), moved while four threads use it.
+  const int slot = redis_hash_slot(store.redis_key(Area::kCas, "{busy}"));
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&store, &failures, t] {
+      for (int i = 0; i < 100; ++i) {
+        const std::string key = "{busy}" + std::to_string(t) + "-" + std::to_string(i);
+        const std::string value = std::to_string(t * 1000 + i);
+        auto got = store.put(Area::kCas, key, value).has_value() ? store.get(Area::kCas, key)
+                                                                 : GetResult{};
+        if (!got || !got->has_value() || **got != value) {
+          ++failures;
+        }
+      }
+    });
+  }
+  cluster_->move_slot(slot, other_master(slot));
+  for (std::thread& thread : threads) {
+    thread.join();
+  }
+  EXPECT_EQ(failures.load(), 0);
+  ListOptions busy;
+  busy.prefix = "{busy}";
+  EXPECT_EQ(store.list(busy)->size(), 400U);
 }
 
 TEST_F(RedisClusterTest, AStandaloneConfiguredClientFollowsMoved) {
