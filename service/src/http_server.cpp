@@ -619,7 +619,10 @@ private:
   }
 
   void write(Response response) {
-    const std::uint64_t size = response.body().size();
+    // A streamed body holds at most its source's window at a time.
+    const std::shared_ptr<BodySource>& source = response.body().source;
+    const std::uint64_t size =
+        source ? std::min(source->size(), source->window()) : response.body().size();
     if (size > kSmallBytes) {
       if (state_->reserve_send(peer, size)) {
         send_reserved_ = size;
@@ -737,7 +740,7 @@ private:
   std::optional<http::request_parser<http::string_body>> parser_;
   std::optional<http::response<http::empty_body>> continue_;
   std::shared_ptr<Response> response_;
-  std::optional<http::response_serializer<http::string_body>> serializer_;
+  std::optional<http::response_serializer<Response::body_type>> serializer_;
   std::vector<char> linger_buffer_;
   std::uint64_t body_reserved_ = 0;
   std::uint64_t send_reserved_ = 0;

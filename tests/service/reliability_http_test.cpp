@@ -6,6 +6,7 @@
 #include "http_attacks.h"
 #include "kcached_process.h"
 #include "process_memory.h"
+#include "random_bytes.h"
 #include "strong_token.h"
 
 #include <kcache/client/client.h>
@@ -44,6 +45,9 @@ constexpr double kRssSlackMb = kSanitized ? 400.0 : 100.0;
 const std::string kReadToken = testing::strong_token("reader");
 const std::string kWriteToken = testing::strong_token("writer");
 const std::string kDigest(64, 'a');
+// What a streamed response of one chunked file reserves of send_memory: the
+// largest piece it holds, a chunk (artifact_body.cpp).
+constexpr double kStreamWindowMb = 1.0;
 
 // A config file with a reader and a writer token, in `dir`.
 std::string token_config(const testing::TempDir& dir) {
@@ -298,6 +302,64 @@ TEST(ReliabilityHttp, FetchersThatDoNotReadAreBounded) {
   EXPECT_LT(rss_after - rss_before, kSanitized ? 300.0 : 100.0);
   EXPECT_GE(stalls, 1);
   EXPECT_EQ(during.failures, 0);
+  EXPECT_TRUE(kcached.running());
+}
+
+// Row 3 with the default send budget, which lets every non-reader in: the
+// artifact's file is stored as chunks and streamed (artifact_body.h), so each
+// stalled connection holds one chunk, not the 20 MB (903 MB peak before).
+TEST(ReliabilityHttp, StreamedArtifactsHoldAChunkPerNonReader) {
+  testing::TempDir config_dir;
+  KcachedProcess kcached({"--config", token_config(config_dir), "--stall-timeout-s", "3"});
+  client::ClientOptions options;
+  options.url = kcached.url();
+  options.token = kWriteToken;
+  options.timeout = 30s;
+  auto writer = client::Client::create(options);
+  ASSERT_TRUE(writer.has_value());
+  const std::vector<client::File> files = {{"big.bin", testing::random_bytes(20 << 20, 13)}};
+  ASSERT_TRUE((*writer)->put("kc-streamed", files).has_value());
+  options.token = kReadToken;
+  auto reader = client::Client::create(options);
+  ASSERT_TRUE(reader.has_value());
+  ASSERT_TRUE((*reader)->get("kc-streamed").has_value()); // chunks now in the memory tier too
+  std::this_thread::sleep_for(1500ms);                    // a trim after the large frees
+  const double rss_before = rss_mb(kcached.pid());
+
+  const std::string get = std::string("GET /v1/artifacts/kc-streamed HTTP/1.1\r\nHost: t\r\n") +
+                          "Authorization: Bearer " + kReadToken + "\r\n\r\n";
+  const std::vector<int> fds = testing::open_non_readers(kcached.port(), "127.0.0.4", get, 100);
+  ASSERT_EQ(fds.size(), 100U);
+  double rss_peak = std::max(rss_before, rss_mb(kcached.pid()));
+  double sends = 0;
+  for (int i = 0; i < 40; ++i) {
+    rss_peak = std::max(rss_peak, rss_mb(kcached.pid()));
+    sends = std::max(sends, metric(kcached.port(), "kcache_http_send_bytes_in_flight"));
+    std::this_thread::sleep_for(50ms);
+  }
+  // Meanwhile a reader from another address gets the whole artifact.
+  auto during = (*reader)->get("kc-streamed");
+  ASSERT_TRUE(during.has_value() && during->has_value());
+  EXPECT_EQ((*during)->files, files);
+  std::this_thread::sleep_for(4500ms); // the stall timeout ends the non-readers
+  const double stalls = metric(kcached.port(), "kcache_http_stall_timeouts_total");
+  const double refused = metric(kcached.port(), "kcache_http_budget_refusals_total");
+  for (const int fd : fds) {
+    close(fd);
+  }
+  std::this_thread::sleep_for(1500ms);
+  const double rss_after = rss_mb(kcached.pid());
+  std::printf("[ figures ] 100 non-reading fetchers of a streamed 20 MB artifact: RSS %.0f -> "
+              "peak %.0f -> %.0f MB after; %.0f MB reserved in flight at most; %.0f stalled "
+              "writes cut; %.0f refused\n",
+              rss_before, rss_peak, rss_after, sends / (1 << 20), stalls, refused);
+  // All 100 were served (none refused), each counted for its window, not the artifact.
+  EXPECT_EQ(refused, 0);
+  EXPECT_GE(stalls, 100);
+  EXPECT_LE(sends, 100.0 * (kStreamWindowMb + 0.1) * (1 << 20));
+  // One chunk (1 MiB) held per stalled connection, plus slack.
+  EXPECT_LT(rss_peak - rss_before, 100 * 1.5 + kRssSlackMb);
+  EXPECT_LT(rss_after - rss_before, kSanitized ? 300.0 : 100.0);
   EXPECT_TRUE(kcached.running());
 }
 

@@ -7,6 +7,7 @@
 #include <kcache/service/config.h>
 #include <kcache/service/job.h>
 #include <kcache/service/metrics.h>
+#include <kcache/service/piece_body.h>
 #include <kcache/service/tokens.h>
 #include <kcache/storage/artifact_store.h>
 #include <kcache/storage/record_signer.h>
@@ -27,7 +28,8 @@ namespace kcache::service {
 
 namespace http = boost::beast::http;
 using Request = http::request<http::string_body>;
-using Response = http::response<http::string_body>;
+// A string body, or one streamed piece by piece (piece_body.h).
+using Response = http::response<PieceBody>;
 
 // Completes one request: callable from any thread; the first call wins.
 class Responder {

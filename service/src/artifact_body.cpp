@@ -1,0 +1,65 @@
+#include "artifact_body.h"
+
+#include <kcache/protocol/wire.h>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace kcache::service {
+
+namespace wire = protocol::wire;
+
+namespace {
+constexpr std::string_view kRecordPart = "record";
+} // namespace
+
+ArtifactBody::ArtifactBody(const storage::ArtifactStore& artifacts, storage::Artifact head)
+    : artifacts_(artifacts), head_(std::move(head)) {
+  size_ = wire::kPartsPrefixSize + wire::part_head_size(kRecordPart) + head_.record_json.size();
+  window_ = size_; // the first piece: the prefix and the record
+  for (const storage::OutputRef& out : head_.record.outputs) {
+    size_ += wire::part_head_size(out.name) + out.size;
+    // The largest piece held: a chunk, or a blob stored whole (at most the threshold).
+    const std::uint64_t piece = out.chunks.empty() ? out.size : storage::kChunkSize;
+    window_ = std::max(window_, std::max(piece, wire::part_head_size(out.name)));
+  }
+}
+
+tl::expected<std::string_view, std::string> ArtifactBody::next() {
+  if (failed_) {
+    return tl::unexpected(std::string("the artifact's body already failed"));
+  }
+  if (!started_) {
+    started_ = true;
+    text_ = wire::encode_parts_prefix(head_.record.outputs.size() + 1) +
+            wire::encode_part_head(kRecordPart, head_.record_json.size()) + head_.record_json;
+    return std::string_view(text_);
+  }
+  text_.clear();
+  while (output_ < head_.record.outputs.size()) {
+    const storage::OutputRef& out = head_.record.outputs[output_];
+    if (!blob_) {
+      blob_.emplace(artifacts_.reader(out));
+      text_ = wire::encode_part_head(out.name, out.size);
+      return std::string_view(text_);
+    }
+    auto piece = blob_->next();
+    if (!piece) {
+      failed_ = true;
+      spdlog::warn("artifact {}: response cut short: {}", head_.record.key, piece.error().message);
+      return tl::unexpected(piece.error().message);
+    }
+    if (piece->has_value()) {
+      if ((*piece)->empty()) {
+        continue; // an empty file: nothing to send
+      }
+      return **piece;
+    }
+    blob_.reset();
+    ++output_;
+  }
+  return std::string_view();
+}
+
+} // namespace kcache::service

@@ -1,0 +1,41 @@
+#pragma once
+// GET /v1/artifacts/<key>'s parts body (wire.h), streamed from the store: the
+// record, then each file's bytes a chunk at a time (chunked_blob.h), so a
+// connection holds one chunk of a large artifact, never the artifact. Used
+// when some file is stored as chunks; smaller artifacts are sent from one
+// buffer as before.
+//
+// Copies per hit: the store's read of each chunk (the tier's value, then the
+// frame's decoding into the chunk) and none after: the socket is written from
+// the chunk. Before, the files were read whole, then copied into one parts
+// body (encode_parts), and that body was held until the peer had read it.
+
+#include <kcache/service/piece_body.h>
+#include <kcache/storage/artifact_store.h>
+
+#include <optional>
+#include <string>
+
+namespace kcache::service {
+
+class ArtifactBody final : public BodySource {
+public:
+  ArtifactBody(const storage::ArtifactStore& artifacts, storage::Artifact head);
+
+  std::uint64_t size() const override { return size_; }
+  std::uint64_t window() const override { return window_; }
+  tl::expected<std::string_view, std::string> next() override;
+
+private:
+  const storage::ArtifactStore& artifacts_;
+  storage::Artifact head_;
+  std::uint64_t size_ = 0;
+  std::uint64_t window_ = 0;
+  std::size_t output_ = 0;                  // the file being sent
+  std::optional<storage::BlobReader> blob_; // set while its bytes are being sent
+  std::string text_;                        // the piece being sent when it is not a chunk
+  bool started_ = false;
+  bool failed_ = false;
+};
+
+} // namespace kcache::service

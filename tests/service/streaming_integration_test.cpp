@@ -1,0 +1,163 @@
+// Large artifacts streamed from the store (artifact_body.h, chunked_blob.h),
+// against a real kcached: a 20 MB incompressible artifact round-trips through
+// the client and the CLI, and a chunk corrupted in RocksDB cuts the response
+// short of its Content-Length (the client sees an error or a miss, never
+// wrong bytes).
+
+#include "kcached_process.h"
+#include "random_bytes.h"
+#include "raw_http.h"
+
+#include <kcache/cachekey/sha256.h>
+#include <kcache/client/client.h>
+#include <kcache/storage/chunked_blob.h>
+#include <kcache/storage/rocksdb_store.h>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace kcache {
+namespace {
+
+using testing::KcachedProcess;
+
+constexpr std::size_t kLarge = 20 << 20;
+
+std::unique_ptr<client::Client> connect(const KcachedProcess& kcached) {
+  client::ClientOptions options;
+  options.url = kcached.url();
+  options.timeout = std::chrono::seconds(30);
+  auto created = client::Client::create(options);
+  EXPECT_TRUE(created.has_value());
+  return created ? std::move(*created) : nullptr;
+}
+
+// One GET on a fresh connection, read until its Content-Length or the peer
+// closes: its status, the Content-Length and the body bytes that came.
+struct RawGet {
+  int status = 0;
+  std::size_t content_length = 0;
+  std::size_t body = 0;
+  bool has_chunk_list = false;
+};
+
+RawGet raw_get(int port, const std::string& target) {
+  RawGet out;
+  const int fd = testing::connect_from(port);
+  if (fd < 0) {
+    return out;
+  }
+  testing::send_all(fd, "GET " + target + " HTTP/1.1\r\nHost: t\r\n\r\n");
+  std::string head;
+  std::vector<char> buf(1 << 16);
+  std::size_t head_end = std::string::npos;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const ssize_t n = recv(fd, buf.data(), buf.size(), 0);
+    if (n <= 0) {
+      break;
+    }
+    if (head_end == std::string::npos) {
+      head.append(buf.data(), static_cast<std::size_t>(n));
+      head_end = head.find("\r\n\r\n");
+      if (head_end != std::string::npos) {
+        out.status = testing::status_of(head);
+        const auto cl = head.find("Content-Length: ");
+        out.content_length = cl < head_end ? std::stoul(head.substr(cl + 16, 20)) : 0;
+        out.body = head.size() - head_end - 4;
+        out.has_chunk_list = head.find("\"chunks\"") != std::string::npos;
+      }
+    } else {
+      out.body += static_cast<std::size_t>(n);
+    }
+    if (head_end != std::string::npos && out.body >= out.content_length) {
+      break;
+    }
+  }
+  close(fd);
+  return out;
+}
+
+TEST(Streaming, ALargeArtifactRoundTripsThroughTheClientAndTheCli) {
+  KcachedProcess kcached;
+  auto client = connect(kcached);
+  ASSERT_TRUE(client);
+  const std::vector<client::File> files = {{"big.bin", testing::random_bytes(kLarge, 21)},
+                                           {"log.txt", "compiled"}};
+  ASSERT_TRUE(client->put("kc-stream", files).has_value());
+  for (int i = 0; i < 2; ++i) { // from RocksDB, then with the chunks in the memory tier
+    auto got = client->get("kc-stream");
+    ASSERT_TRUE(got.has_value()) << got.error().message;
+    ASSERT_TRUE(got->has_value());
+    EXPECT_EQ((*got)->files, files);
+  }
+  // On the wire: the record lists the chunks; the body is exactly its Content-Length.
+  const RawGet whole = raw_get(kcached.port(), "/v1/artifacts/kc-stream");
+  EXPECT_EQ(whole.status, 200);
+  EXPECT_TRUE(whole.has_chunk_list);
+  EXPECT_GT(whole.content_length, kLarge);
+  EXPECT_EQ(whole.body, whole.content_length);
+
+  // The CLI: put a file, get it back byte for byte.
+  const std::string path = (kcached.dir().path() / "kernel.bin").string();
+  const std::string data = testing::random_bytes(kLarge + 12345, 22);
+  std::ofstream(path, std::ios::binary) << data;
+  const std::string cli = testing::built_binary("kcache");
+  std::string out;
+  ASSERT_EQ(testing::run_command({cli, "--url", kcached.url(), "put", "kc-cli", path}, out), 0)
+      << out;
+  ASSERT_EQ(testing::run_command({cli, "--url", kcached.url(), "get", "kc-cli"}, out), 0);
+  EXPECT_TRUE(out == data) << "got " << out.size() << " bytes";
+  ASSERT_EQ(testing::run_command({cli, "--url", kcached.url(), "verify"}, out), 0) << out;
+  EXPECT_NE(out.find("0 problem(s)"), std::string::npos) << out;
+}
+
+TEST(Streaming, ACorruptChunkInRocksDbEndsTheResponseNeverWithWrongBytes) {
+  KcachedProcess kcached;
+  const std::string big = testing::random_bytes(kLarge, 23);
+  {
+    auto client = connect(kcached);
+    ASSERT_TRUE(client);
+    ASSERT_TRUE(client->put("kc-rot", {{"big.bin", big}}).has_value());
+  }
+  ASSERT_EQ(kcached.terminate(), 0);
+  {
+    // A bit flipped in the 11th chunk's stored frame, as disk rot would.
+    storage::RocksDbOptions options;
+    options.path = (kcached.dir().path() / "data").string();
+    auto db = storage::RocksDbStore::open(options);
+    ASSERT_TRUE(db.has_value()) << db.error().message;
+    const std::string chunk = cachekey::to_hex(cachekey::Sha256::of(
+        std::string_view(big).substr(10 * storage::kChunkSize, storage::kChunkSize)));
+    auto frame = (*db)->get(storage::Area::kCas, chunk);
+    ASSERT_TRUE(frame.has_value() && frame->has_value());
+    std::string rotten = **frame;
+    rotten[rotten.size() - 100] = static_cast<char>(rotten[rotten.size() - 100] ^ 0x10);
+    ASSERT_TRUE((*db)->put(storage::Area::kCas, chunk, rotten).has_value());
+  }
+  kcached.start();
+
+  // The 200 went out before the bad chunk was read: the body stops short of
+  // its Content-Length and the connection is closed.
+  const RawGet cut = raw_get(kcached.port(), "/v1/artifacts/kc-rot");
+  EXPECT_EQ(cut.status, 200);
+  EXPECT_GT(cut.content_length, kLarge);
+  EXPECT_GE(cut.body, 10 * storage::kChunkSize); // the chunks before the bad one came
+  EXPECT_LE(cut.body, cut.content_length - (kLarge - 10 * storage::kChunkSize));
+
+  // The client: the chunk was dropped when it failed its check, so a miss.
+  auto client = connect(kcached);
+  ASSERT_TRUE(client);
+  auto got = client->get("kc-rot");
+  EXPECT_TRUE(!got.has_value() || !got->has_value()) << "wrong bytes served";
+  EXPECT_NE(kcached.log().find("response cut short"), std::string::npos);
+}
+
+} // namespace
+} // namespace kcache
