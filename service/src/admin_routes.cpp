@@ -70,6 +70,9 @@ Response RequestHandler::entries(const Request& req, const RouteArgs& args) {
     return error(req, http::status::bad_request, "area must be ac or cas");
   }
   options.prefix = query.get("prefix");
+  // As GET would serve them: a shared-tier record refused for its signature
+  // is not listed (storage/signature_checking_store.h says why).
+  options.servable_only = true;
   std::size_t limit = 1000;
   if (const std::string l = query.get("limit"); !l.empty()) {
     const auto [ptr, ec] = std::from_chars(l.data(), l.data() + l.size(), limit);

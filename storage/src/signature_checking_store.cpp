@@ -95,8 +95,8 @@ Result<void> SignatureCheckingStore::remove(Area area, std::string_view key) {
 
 Result<std::vector<ObjectInfo>> SignatureCheckingStore::list(const ListOptions& options) {
   auto listed = inner_->list(options);
-  if (!listed || options.area == Area::kCas) {
-    return listed;
+  if (!listed || !options.servable_only || options.area == Area::kCas) {
+    return listed; // gc and verify see everything stored
   }
   // Omitted, not marked: GET answers 404 for these, so a listing that showed
   // them would advertise entries nobody can read (and a listing is no place

@@ -185,7 +185,7 @@ TEST_F(SignatureCheckingStoreTest, ServesOnlyRecordsSignedByATrustedKey) {
   EXPECT_TRUE(rejections_->first_time("never-seen"));
 }
 
-TEST_F(SignatureCheckingStoreTest, ListingsOmitWhatGetWouldRefuse) {
+TEST_F(SignatureCheckingStoreTest, ServableListingsOmitWhatGetWouldRefuse) {
   plant("good", signed_by(trusted_key_, "good"));
   plant("unknown", signed_by(unknown_key_, "unknown"));
   json forged = json::parse(signed_by(trusted_key_, "forged"));
@@ -194,7 +194,11 @@ TEST_F(SignatureCheckingStoreTest, ListingsOmitWhatGetWouldRefuse) {
   plant("copied", signed_by(trusted_key_, "good"));
   ASSERT_TRUE(shared_->put(Area::kCas, std::string(64, 'a'), "blob").has_value());
 
-  auto listed = checked_->list({});
+  // gc and verify see everything stored.
+  EXPECT_EQ(checked_->list({})->size(), 5U);
+  ListOptions servable;
+  servable.servable_only = true;
+  auto listed = checked_->list(servable);
   ASSERT_TRUE(listed.has_value());
   std::vector<std::string> keys;
   for (const ObjectInfo& info : *listed) {
@@ -202,9 +206,8 @@ TEST_F(SignatureCheckingStoreTest, ListingsOmitWhatGetWouldRefuse) {
   }
   std::sort(keys.begin(), keys.end());
   EXPECT_EQ(keys, (std::vector<std::string>{"ac/good", "cas/" + std::string(64, 'a')}));
-  ListOptions ac_only;
-  ac_only.area = Area::kAction;
-  EXPECT_EQ(checked_->list(ac_only)->size(), 1U);
+  servable.area = Area::kAction;
+  EXPECT_EQ(checked_->list(servable)->size(), 1U);
   EXPECT_EQ(rejections_->total(), 0U); // rejections count reads, not listings
 }
 

@@ -62,7 +62,8 @@ public:
   // An action record is there only if it would be served: get and verify.
   Result<bool> contains(Area area, std::string_view key) override;
   Result<void> remove(Area area, std::string_view key) override;
-  // Without the action records get() would refuse (read and verified here).
+  // With options.servable_only, without the action records get() would
+  // refuse (read and verified here).
   Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
   std::vector<GetResult> get_many(Area area, std::span<const std::string> keys) override;
   // The inner store's counters; a rejected record was a hit for the inner

@@ -56,6 +56,10 @@ struct ListOptions {
   std::optional<Area> area; // both areas when empty
   std::string prefix;       // key prefix filter
   std::size_t limit = SIZE_MAX;
+  // Only what get() would serve: a tier that checks records (signatures)
+  // omits the ones it would refuse. For listings people read (`kcache ls`);
+  // gc and verify walk everything stored.
+  bool servable_only = false;
 };
 
 class Store {
