@@ -3,6 +3,7 @@
 // Every node signs with one key, so each trusts what the others put in Redis.
 
 #include "kcached_process.h"
+#include "redis_cluster.h"
 #include "redis_server.h"
 #include "temp_dir.h"
 
@@ -45,7 +46,7 @@ std::string shared_signing_key(const testing::TempDir& dir) {
   return key;
 }
 
-std::vector<std::string> node_args(const RedisServer& redis, const std::string& key,
+std::vector<std::string> node_args(const std::string& redis_url, const std::string& key,
                                    std::vector<std::string> extra = {}) {
   const bool release = std::getenv("KCACHE_WORKER_BINARY") != nullptr;
   std::vector<std::string> args = {"--worker-binary",
@@ -53,7 +54,7 @@ std::vector<std::string> node_args(const RedisServer& redis, const std::string& 
                                    "--worker-memory",
                                    release ? "4GiB" : "0",
                                    "--redis-url",
-                                   redis.url("namespace=cq"),
+                                   redis_url,
                                    "--signing-key",
                                    key,
                                    "--cluster",
@@ -121,7 +122,7 @@ TEST(ClusterJobs, ThreeNodesCompileEachDistinctSpecOnce) {
   nodes.reserve(3);
   for (int i = 0; i < 3; ++i) {
     nodes.push_back(std::make_unique<KcachedProcess>(
-        node_args(redis, key, {"--node-id", "node-" + std::to_string(i)})));
+        node_args(redis.url("namespace=cq"), key, {"--node-id", "node-" + std::to_string(i)})));
   }
   constexpr int kSpecs = 6;
   constexpr int kSubmissions = 24;
@@ -170,6 +171,42 @@ TEST(ClusterJobs, ThreeNodesCompileEachDistinctSpecOnce) {
   }
 }
 
+// The same against a 3-master Redis Cluster: a job's keys share one hash
+// tag, each capability's streams another, so every script and pipeline
+// stays on one slot.
+TEST(ClusterJobs, OnARedisClusterEachDistinctSpecCompilesOnce) {
+  testing::RedisCluster redis;
+  testing::TempDir keys;
+  const std::string key = shared_signing_key(keys);
+  KcachedProcess a(node_args(redis.url("namespace=cc"), key, {"--node-id", "a"}));
+  KcachedProcess b(node_args(redis.url("namespace=cc"), key, {"--node-id", "b"}));
+  constexpr int kSpecs = 3;
+  constexpr int kSubmissions = 8;
+  std::atomic<int> failed{0};
+  std::vector<std::thread> threads;
+  threads.reserve(kSubmissions);
+  for (int i = 0; i < kSubmissions; ++i) {
+    threads.emplace_back([&, i] {
+      auto c = connect((i % 2 == 0 ? a : b).url());
+      CompileRequest request;
+      request.key = "kc1-rc-" + std::to_string(i);
+      request.spec_json = value_spec(200 + i % kSpecs);
+      auto out = c->get_or_compile(request);
+      if (!out || !out->artifact) {
+        ++failed;
+      }
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  EXPECT_EQ(failed.load(), 0) << a.log() << b.log();
+  const double compiles =
+      metric(*connect(a.url()), R"(kcache_compiles_total{result="succeeded"})") +
+      metric(*connect(b.url()), R"(kcache_compiles_total{result="succeeded"})");
+  EXPECT_EQ(compiles, kSpecs) << a.log() << b.log();
+}
+
 // kill -9 of the node running a job: another node reclaims it after the
 // visibility timeout and completes it.
 TEST(ClusterJobs, AJobOfAKilledNodeCompletesOnAnother) {
@@ -178,7 +215,7 @@ TEST(ClusterJobs, AJobOfAKilledNodeCompletesOnAnother) {
   const std::string key = shared_signing_key(keys);
   const std::vector<std::string> fast = {"--cluster-heartbeat-ms", "300",
                                          "--cluster-visibility-timeout-ms", "2000"};
-  std::vector<std::string> a_args = node_args(redis, key, fast);
+  std::vector<std::string> a_args = node_args(redis.url("namespace=cq"), key, fast);
   a_args.insert(a_args.end(), {"--node-id", "doomed"});
   KcachedProcess a(a_args);
   auto ca = connect(a.url());
@@ -196,7 +233,7 @@ TEST(ClusterJobs, AJobOfAKilledNodeCompletesOnAnother) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  std::vector<std::string> b_args = node_args(redis, key, fast);
+  std::vector<std::string> b_args = node_args(redis.url("namespace=cq"), key, fast);
   b_args.insert(b_args.end(), {"--node-id", "survivor"});
   KcachedProcess b(b_args);
   a.kill();
@@ -230,7 +267,7 @@ TEST(ClusterJobs, AStalledNodeDoesNotOverwriteTheReclaimedJob) {
   const std::string key = shared_signing_key(keys);
   const std::vector<std::string> fast = {"--cluster-heartbeat-ms", "300",
                                          "--cluster-visibility-timeout-ms", "1500"};
-  std::vector<std::string> a_args = node_args(redis, key, fast);
+  std::vector<std::string> a_args = node_args(redis.url("namespace=cq"), key, fast);
   a_args.insert(a_args.end(), {"--node-id", "stalled"});
   KcachedProcess a(a_args);
   auto ca = connect(a.url());
@@ -245,7 +282,7 @@ TEST(ClusterJobs, AStalledNodeDoesNotOverwriteTheReclaimedJob) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  std::vector<std::string> b_args = node_args(redis, key, fast);
+  std::vector<std::string> b_args = node_args(redis.url("namespace=cq"), key, fast);
   b_args.insert(b_args.end(), {"--node-id", "reclaimer"});
   KcachedProcess b(b_args);
   ASSERT_EQ(::kill(a.pid(), SIGSTOP), 0);
@@ -283,7 +320,7 @@ TEST(ClusterJobs, RedisDownSubmissionsCompleteLocally) {
   RedisServer redis;
   testing::TempDir keys;
   const std::string key = shared_signing_key(keys);
-  KcachedProcess node(node_args(redis, key));
+  KcachedProcess node(node_args(redis.url("namespace=cq"), key));
   auto c = connect(node.url());
   CompileRequest before;
   before.key = "kc1-before";
