@@ -65,6 +65,9 @@ int cmd_job(Cli& cli);
 int cmd_cancel(Cli& cli);
 int cmd_submit(Cli& cli);
 
+// `kcache nodes` (node_commands.cpp): the cluster's live nodes.
+int cmd_nodes(Cli& cli);
+
 // Reads SPEC.json (args[0]), packing the headers it includes from disk when
 // `pack` (pack_commands.cpp); -I DIR options add include dirs.
 int read_spec(const Cli& cli, bool pack, std::string& spec);

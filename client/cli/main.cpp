@@ -61,6 +61,8 @@ compile jobs:
                                 submit a compile spec (JSON, see compiler/compile_spec.h);
                                 --pack-headers packs the headers it includes from this
                                 machine first (as pack-headers does)
+  nodes                         the cluster's live nodes (kcached --cluster): address,
+                                version, compilers, workers, queue, last heartbeat
   token new                     print a fresh 256-bit token (base64url) and the
                                 sha256 = "..." line of kcached's [[tokens]] for it
   pack-headers SPEC.json [-I DIR]... [-o OUT]
@@ -557,7 +559,8 @@ int main(int argc, char** argv) {
       {"explain", cmd_explain}, {"verify", cmd_verify},
       {"gc", cmd_gc},           {"jobs", cmd_jobs},
       {"job", cmd_job},         {"cancel", cmd_cancel},
-      {"submit", cmd_submit},   {"pack-headers", cmd_pack_headers}};
+      {"submit", cmd_submit},   {"pack-headers", cmd_pack_headers},
+      {"nodes", cmd_nodes}};
   const auto it = kCommands.find(command);
   if (it == kCommands.end()) {
     return usage_error("unknown command '" + command + "'");

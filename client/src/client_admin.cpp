@@ -98,6 +98,10 @@ Result<JobList> Client::jobs(const JobsQuery& query) {
   return read_answer(request(HttpMethod::kGet, target), protocol::job_list_from_json);
 }
 
+Result<NodeList> Client::nodes() {
+  return read_answer(request(HttpMethod::kGet, "/v1/nodes"), protocol::node_list_from_json);
+}
+
 Result<void> Client::remove_blob(std::string_view digest) {
   if (!protocol::wire::is_valid_cas_key(digest)) {
     return tl::unexpected(

@@ -217,6 +217,22 @@ json to_json(const JobList& list) {
                 {"queue_capacity", c.queue_capacity}}}};
 }
 
+json to_json(const NodeList& list) {
+  json nodes = json::array();
+  for (const NodeView& n : list.nodes) {
+    nodes.push_back({{"id", n.id},
+                     {"version", n.version},
+                     {"address", n.address},
+                     {"capabilities", n.capabilities},
+                     {"workers", n.workers},
+                     {"queued", n.queued},
+                     {"running", n.running},
+                     {"started_ms", n.started_ms},
+                     {"heartbeat_ms", n.heartbeat_ms}});
+  }
+  return json{{"nodes", std::move(nodes)}};
+}
+
 tl::expected<Stats, std::string> stats_from_json(const json& doc) {
   return reading("stats", doc, [&] {
     Stats s;
@@ -316,6 +332,32 @@ tl::expected<JobList, std::string> job_list_from_json(const json& doc) {
       read(c, "workers", list.counts.workers);
       read(c, "queue_capacity", list.counts.queue_capacity);
     }
+    return list;
+  });
+}
+
+tl::expected<NodeList, std::string> node_list_from_json(const json& doc) {
+  return reading("node list", doc, [&] {
+    NodeList list;
+    read_array(doc, "nodes", list.nodes, [](const json& in) {
+      const json& node = checked_object(in, "node");
+      NodeView n;
+      read(node, "id", n.id);
+      read(node, "version", n.version);
+      read(node, "address", n.address);
+      read_array(node, "capabilities", n.capabilities, [](const json& c) {
+        if (!c.is_string()) {
+          wrong_type(c, "capabilities", "strings");
+        }
+        return c.get<std::string>();
+      });
+      read(node, "workers", n.workers);
+      read(node, "queued", n.queued);
+      read(node, "running", n.running);
+      read(node, "started_ms", n.started_ms);
+      read(node, "heartbeat_ms", n.heartbeat_ms);
+      return n;
+    });
     return list;
   });
 }

@@ -43,6 +43,7 @@ std::span<const Route> route_table() {
       Route{verb::post, "/v1/leases/{key}", kWrite, "leases", &RH::lease},
       Route{verb::put, "/v1/leases/{key}", kWrite, "leases", &RH::lease},
       Route{verb::delete_, "/v1/leases/{key}", kWrite, "leases", &RH::lease},
+      Route{verb::get, "/v1/nodes", kRead, "nodes", &RH::nodes},
   };
   return kTable;
 }

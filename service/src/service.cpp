@@ -1,5 +1,7 @@
-#include <kcache/service/service.h>
 #include <kcache/service/lease_table_local.h>
+#include <kcache/service/lease_table_redis.h>
+#include <kcache/service/node_registry.h>
+#include <kcache/service/service.h>
 #include <kcache/service/tls_context.h>
 #include <kcache/storage/redis_options.h>
 #include <kcache/storage/store_factory.h>
@@ -7,7 +9,6 @@
 
 #include <boost/asio/signal_set.hpp>
 #include <spdlog/spdlog.h>
-
 #include <unistd.h>
 
 #include <array>
@@ -18,6 +19,20 @@
 #include <thread>
 
 namespace kcache::service {
+
+namespace {
+
+// The configured node id, or <hostname>:<port>.
+std::string node_id_of(const ClusterConfig& cluster, std::uint16_t port) {
+  if (!cluster.node_id.empty()) {
+    return cluster.node_id;
+  }
+  std::array<char, 256> host{};
+  ::gethostname(host.data(), host.size() - 1);
+  return std::string(host.data()) + ":" + std::to_string(port);
+}
+
+} // namespace
 
 Service::Service(PrivateTag, ServiceConfig config) : config_(std::move(config)) {}
 
@@ -100,7 +115,22 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
     }
   }
 
-  service->leases_ = std::make_unique<LocalLeaseTable>();
+  // Cluster mode: leases (and the job queue, the node registry) live in the
+  // shared tier's Redis, so ranks asking different nodes single-flight.
+  std::optional<storage::RedisOptions> cluster_redis;
+  if (config.cluster.enabled) {
+    auto url = storage::StoreUrl::parse(config.redis_url);
+    auto redis = url ? storage::parse_redis_url(*url)
+                     : storage::Result<storage::RedisOptions>(tl::unexpected(url.error()));
+    if (!redis) {
+      return tl::unexpected("cluster mode: redis_url: " + redis.error().message);
+    }
+    cluster_redis = *redis;
+    service->cluster_redis_ = storage::RedisClient::create(*redis);
+    service->leases_ = std::make_unique<RedisLeaseTable>(*service->cluster_redis_, *redis);
+  } else {
+    service->leases_ = std::make_unique<LocalLeaseTable>();
+  }
   service->handler_ = std::make_unique<RequestHandler>(
       *service->store_, views, metrics, config.tokens, service->jobs_.get(), service->leases_.get(),
       &service->signing_->signer());
@@ -138,24 +168,18 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
   }
   if (config.cluster.enabled) {
     // Once the TCP port is known: the default node id is <hostname>:<port>.
-    auto url = storage::StoreUrl::parse(config.redis_url);
-    auto redis = url ? storage::parse_redis_url(*url)
-                     : storage::Result<storage::RedisOptions>(tl::unexpected(url.error()));
-    if (!redis) {
-      return tl::unexpected("cluster mode: redis_url: " + redis.error().message);
-    }
+    ClusterConfig cluster = config.cluster;
+    cluster.node_id = node_id_of(cluster, service->server_->tcp_port());
     if (!service->jobs_) {
       spdlog::warn("cluster mode: this kcached runs no compile workers: it takes no cluster jobs");
     } else {
-      ClusterConfig cluster = config.cluster;
-      if (cluster.node_id.empty()) {
-        std::array<char, 256> host{};
-        ::gethostname(host.data(), host.size() - 1);
-        cluster.node_id =
-            std::string(host.data()) + ":" + std::to_string(service->server_->tcp_port());
-      }
-      service->jobs_->enable_cluster(cluster, *redis);
+      service->jobs_->enable_cluster(cluster, *cluster_redis);
     }
+    service->nodes_ = std::make_unique<NodeRegistry>(
+        *service->cluster_redis_, cluster.heartbeat,
+        [svc = service.get(), id = cluster.node_id] { return svc->node_snapshot(id); },
+        service->metrics_);
+    service->handler_->set_nodes(service->nodes_.get());
   }
   return service;
 }
@@ -168,6 +192,25 @@ void Service::stop() {
   }
   leases_->release_all_waiters(); // gets waiting for a producer answer now
   server_->drain([this] { io_.stop(); });
+}
+
+NodeInfo Service::node_snapshot(const std::string& id) const {
+  NodeInfo node;
+  node.id = id;
+  node.version = KCACHE_VERSION;
+  node.address = config_.listen.empty() ? config_.unix_socket
+                                        : config_.listen.substr(0, config_.listen.rfind(':') + 1) +
+                                              std::to_string(server_->tcp_port());
+  if (jobs_) {
+    for (const auto& [backend, toolchain] : jobs_->toolchains()) {
+      node.capabilities.emplace_back(compiler::backend_name(backend));
+    }
+    const JobCounts counts = jobs_->counts();
+    node.workers = counts.workers;
+    node.queued = counts.queued;
+    node.running = counts.running;
+  }
+  return node;
 }
 
 void Service::reload_tls() {

@@ -18,6 +18,7 @@ using protocol::EntryList;
 using protocol::EntrySummary;
 using protocol::GcReport;
 using protocol::JobList;
+using protocol::NodeList;
 using protocol::Stats;
 using protocol::VerifyReport;
 

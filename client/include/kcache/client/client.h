@@ -105,6 +105,8 @@ public:
   Result<VerifyReport> verify(const VerifyQuery& query);
   Result<GcReport> gc(const GcQuery& query);
   Result<JobList> jobs(const JobsQuery& query = {});
+  // The cluster's live nodes (404 when kcached is not in cluster mode).
+  Result<NodeList> nodes();
   // Deletes one CAS blob by digest (remove() deletes an action record).
   Result<void> remove_blob(std::string_view digest);
 

@@ -97,6 +97,20 @@ struct JobList {
   Counts counts;
 };
 
+// GET /v1/nodes (cluster mode): the live nodes, as each last heartbeated.
+struct NodeView {
+  std::string id;
+  std::string version;
+  std::string address;                   // its listen address
+  std::vector<std::string> capabilities; // the compiler backends it runs
+  std::uint64_t workers = 0, queued = 0, running = 0;
+  std::int64_t started_ms = 0;   // unix ms
+  std::int64_t heartbeat_ms = 0; // unix ms of its last heartbeat
+};
+struct NodeList {
+  std::vector<NodeView> nodes;
+};
+
 nlohmann::json to_json(const Stats& stats);
 nlohmann::json to_json(const EntrySummary& entry);
 nlohmann::json to_json(const EntryList& list);
@@ -105,6 +119,7 @@ tl::expected<nlohmann::json, std::string> to_json(const Entry& entry);
 nlohmann::json to_json(const VerifyReport& report);
 nlohmann::json to_json(const GcReport& report);
 nlohmann::json to_json(const JobList& list);
+nlohmann::json to_json(const NodeList& list);
 
 tl::expected<Stats, std::string> stats_from_json(const nlohmann::json& doc);
 tl::expected<EntrySummary, std::string> entry_summary_from_json(const nlohmann::json& doc);
@@ -113,5 +128,6 @@ tl::expected<Entry, std::string> entry_from_json(const nlohmann::json& doc);
 tl::expected<VerifyReport, std::string> verify_report_from_json(const nlohmann::json& doc);
 tl::expected<GcReport, std::string> gc_report_from_json(const nlohmann::json& doc);
 tl::expected<JobList, std::string> job_list_from_json(const nlohmann::json& doc);
+tl::expected<NodeList, std::string> node_list_from_json(const nlohmann::json& doc);
 
 } // namespace kcache::protocol

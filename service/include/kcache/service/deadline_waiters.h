@@ -58,6 +58,8 @@ public:
     }
   }
 
+  bool has(const std::string& key) const { return waiters_.contains(key); }
+
   // The earliest deadline, or `latest` if none comes before it: when the
   // owner's housekeeper must wake next.
   Clock::time_point earliest(Clock::time_point latest) const {

@@ -53,6 +53,7 @@ private:
 
 class JobManager;
 class LeaseTable;
+class NodeRegistry;
 struct Route;
 struct RouteArgs;
 std::span<const Route> route_table();
@@ -82,6 +83,9 @@ public:
   // reads of stored values (artifacts, blobs, batches) get 503 before they
   // are loaded from the store.
   std::optional<Response> admit(const Request& head, bool sends_spent = false);
+
+  // Cluster mode: GET /v1/nodes lists the cluster's nodes (404 without).
+  void set_nodes(NodeRegistry* nodes) { nodes_ = nodes; }
 
   static constexpr std::int64_t kMaxWaitMs = 120'000;
 
@@ -123,6 +127,8 @@ private:
   Response lease(const Request& request, const RouteArgs& args);
   void wait_for_put(const Request& request, const RouteArgs& args, std::chrono::milliseconds wait,
                     const Responder& respond);
+  // The cluster's nodes (node_routes.cpp).
+  Response nodes(const Request& request, const RouteArgs& args);
 
   // Instruments are looked up once and cached: the hot path builds no label
   // strings and takes no exclusive lock. labels_[0] is "unknown" (no route).
@@ -142,6 +148,7 @@ private:
   const Principal unauthenticated_{"unauthenticated", {}}; // open routes (healthz) with tokens
   JobManager* jobs_;
   LeaseTable* leases_;
+  NodeRegistry* nodes_ = nullptr;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 

@@ -11,8 +11,10 @@
 #include <kcache/service/job_manager.h>
 #include <kcache/service/lease_table.h>
 #include <kcache/service/metrics.h>
+#include <kcache/service/node_registry.h>
 #include <kcache/service/request_handler.h>
 #include <kcache/service/signing.h>
+#include <kcache/storage/redis_client.h>
 #include <kcache/storage/store.h>
 
 #include <boost/asio/io_context.hpp>
@@ -41,13 +43,19 @@ public:
 private:
   // SIGHUP: a new TLS context from the configured files; on failure the old one stays.
   void reload_tls();
+  // This node as `kcache nodes` shows it (cluster mode).
+  NodeInfo node_snapshot(const std::string& id) const;
 
   ServiceConfig config_;
   boost::asio::io_context io_;
   std::unique_ptr<Signing> signing_; // outlives the store, jobs and handler that use it
   std::unique_ptr<storage::Store> store_;
   MetricsRegistry metrics_;
-  std::unique_ptr<JobManager> jobs_; // null when this kcached compiles nothing
+  // Cluster mode: the Redis behind leases, the job queue and the node
+  // registry (null otherwise); declared before what uses it.
+  std::unique_ptr<storage::RedisClient> cluster_redis_;
+  std::unique_ptr<JobManager> jobs_;    // null when this kcached compiles nothing
+  std::unique_ptr<NodeRegistry> nodes_; // cluster mode; reads jobs_, so goes first
   std::unique_ptr<LeaseTable> leases_;
   std::unique_ptr<RequestHandler> handler_;
   std::unique_ptr<HttpServer> server_;
