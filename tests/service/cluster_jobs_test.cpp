@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -169,6 +170,21 @@ TEST(ClusterJobs, ThreeNodesCompileEachDistinctSpecOnce) {
   for (int i = 0; i < kSubmissions; ++i) {
     EXPECT_TRUE(c->exists("kc1-cluster-" + std::to_string(i)).value_or(false)) << i;
   }
+  // A failed compile is remembered cluster-wide, and listed on every node.
+  CompileRequest broken;
+  broken.key = "kc1-cluster-broken";
+  broken.spec_json = cpp_spec("int broken() { return missing_name; }");
+  auto failed_here = connect(nodes[0]->url())->get_or_compile(broken);
+  ASSERT_TRUE(failed_here.has_value());
+  ASSERT_EQ(failed_here->kind, CompileOutcome::Kind::kFailed) << logs;
+  auto again = connect(nodes[1]->url())->submit(broken.key, broken.spec_json);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->status, "failed-recently") << again->message;
+  auto listed = c->jobs();
+  ASSERT_TRUE(listed.has_value());
+  EXPECT_TRUE(std::any_of(listed->jobs.begin(), listed->jobs.end(), [&](const auto& j) {
+    return j.id == failed_here->job->id;
+  })) << "node 2 lists the job node 0 ran";
 }
 
 // The same against a 3-master Redis Cluster: a job's keys share one hash
