@@ -102,6 +102,12 @@ Result<RedisOptions> parse_redis_url(const StoreUrl& url) {
     }
   }
   o.ns = url.param("namespace").value_or(o.ns);
+  // Cluster keys are "<ns>:...{<key>}": a brace in the namespace would become
+  // the hash tag and split one job's or lease's keys over several slots.
+  if (o.ns.empty() || o.ns.find_first_of("{} \t\r\n") != std::string::npos) {
+    return url.invalid("namespace must be non-empty, without braces or whitespace, got '" + o.ns +
+                       "'");
+  }
   auto connect_ms = url.int_param("connect_timeout_ms", o.connect_timeout.count());
   auto op_ms = url.int_param("timeout_ms", o.op_timeout.count());
   auto ttl = url.int_param("ttl_s", 0);

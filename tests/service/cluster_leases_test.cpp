@@ -3,6 +3,7 @@
 // real kcached nodes in cluster mode with ranks asking different nodes.
 
 #include "kcached_process.h"
+#include "redis_cluster.h"
 #include "redis_server.h"
 #include "temp_dir.h"
 
@@ -154,6 +155,33 @@ TEST(RedisLeases, RedisDownFailsOpenToNodeLocalLeases) {
   table.notify_put("kc1-down");
   ASSERT_EQ(woken.future.wait_for(2s), std::future_status::ready);
   EXPECT_LT(Clock::now() - start, 5s) << "an outage costs deadlines, not hangs";
+}
+
+// The same scripts on a 3-master Redis Cluster: a lease's keys share its hash
+// tag, so every script runs on one slot, whichever master owns it.
+TEST(RedisLeases, OnARedisClusterEveryKeysLeaseWorksOnItsOwnMaster) {
+  testing::RedisCluster cluster;
+  auto url = storage::StoreUrl::parse(cluster.url("namespace=leases"));
+  const auto options = *storage::parse_redis_url(*url);
+  auto client_a = storage::RedisClient::create(options);
+  auto client_b = storage::RedisClient::create(options);
+  RedisLeaseTable node_a(*client_a, options), node_b(*client_b, options);
+  std::set<int> masters;
+  for (int i = 0; i < 12; ++i) {
+    const std::string key = "kc1-graph-" + std::to_string(i);
+    masters.insert(cluster.owner_of(storage::redis_hash_slot("leases:lease:{" + key + "}")));
+    const auto lease = node_a.acquire(key, "rank0", 10s);
+    ASSERT_TRUE(lease.granted) << key;
+    EXPECT_TRUE(lease.token.starts_with(RedisLeaseTable::kTokenPrefix)) << lease.token;
+    EXPECT_FALSE(node_b.acquire(key, "rank1", 10s).granted) << key;
+    EXPECT_TRUE(node_b.renew(key, lease.token, 10s)) << key;
+    Wake woken;
+    node_b.wait_for_put(key, Clock::now() + 10s, woken.callback());
+    node_a.notify_put(key);
+    ASSERT_EQ(woken.future.wait_for(5s), std::future_status::ready) << key;
+    EXPECT_FALSE(node_b.held(key)) << key;
+  }
+  EXPECT_EQ(masters.size(), 3U) << "the keys spread over every master";
 }
 
 TEST(NodeRegistry, NodesHeartbeatAndADeadOneDropsOut) {

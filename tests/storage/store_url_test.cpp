@@ -102,6 +102,10 @@ TEST(StoreUrl, RedisParser) {
   EXPECT_EQ(defaults->host, "127.0.0.1");
   EXPECT_EQ(defaults->port, 6379);
   EXPECT_FALSE(defaults->ttl.has_value());
+  // Braces would become the hash tag of every cluster key under the namespace.
+  for (const char* bad : {"namespace=a{b", "namespace=a}b", "namespace=tag{x}", "namespace="}) {
+    EXPECT_FALSE(parse_redis_url(url(std::string("redis://?") + bad)).has_value()) << bad;
+  }
 }
 
 TEST(StoreUrl, RedisCredentialsArePercentDecodedAndNeverShown) {
