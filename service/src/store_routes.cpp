@@ -120,7 +120,7 @@ Response RequestHandler::action(const Request& req, const RouteArgs& args) {
     }
     json missing = json::array();
     for (const storage::OutputRef& out : record->outputs) {
-      auto present = store_.contains(Area::kCas, out.digest);
+      auto present = artifacts_.reader(out).present(); // a chunked blob: all its chunks
       if (!present) {
         return store_error(req, present.error());
       }

@@ -14,6 +14,7 @@
 #include <kcache/storage/rocksdb_store.h>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <chrono>
@@ -103,6 +104,25 @@ TEST(Streaming, ALargeArtifactRoundTripsThroughTheClientAndTheCli) {
   EXPECT_TRUE(whole.has_chunk_list);
   EXPECT_GT(whole.content_length, kLarge);
   EXPECT_EQ(whole.body, whole.content_length);
+
+  // Its record, stored again under another key (PUT /v1/ac): the chunks it
+  // names are present, so it is taken, and the copy streams the same bytes.
+  const int fd = testing::connect_from(kcached.port());
+  ASSERT_GE(fd, 0);
+  testing::send_all(fd, "GET /v1/ac/kc-stream HTTP/1.1\r\nHost: t\r\n\r\n");
+  const std::string ac = testing::read_response(fd);
+  auto record = nlohmann::json::parse(ac.substr(ac.find("\r\n\r\n") + 4));
+  ASSERT_TRUE(record["outputs"][0].contains("chunks"));
+  record["key"] = "kc-copy";
+  const std::string body = record.dump();
+  testing::send_all(fd, "PUT /v1/ac/kc-copy HTTP/1.1\r\nHost: t\r\nContent-Type: "
+                        "application/json\r\nContent-Length: " +
+                            std::to_string(body.size()) + "\r\n\r\n" + body);
+  EXPECT_EQ(testing::status_of(testing::read_response(fd)), 201);
+  close(fd);
+  auto copy = client->get("kc-copy");
+  ASSERT_TRUE(copy.has_value() && copy->has_value());
+  EXPECT_EQ((*copy)->files, files);
 
   // The CLI: put a file, get it back byte for byte.
   const std::string path = (kcached.dir().path() / "kernel.bin").string();
