@@ -177,9 +177,13 @@ int tls_mode(double seconds, const std::vector<int>& client_counts,
   kcache::testing::TempDir certs;
   const kcache::testing::TlsFiles files = kcache::testing::make_tls_files(certs.path(), "bench");
   const std::string threads = std::to_string(std::thread::hardware_concurrency());
-  kcache::testing::KcachedProcess plain({"--log-level", "warn", "--threads", threads});
-  kcache::testing::KcachedProcess tls({"--log-level", "warn", "--threads", threads, "--tls-cert",
-                                       files.server_cert, "--tls-key", files.server_key});
+  // No compile workers: the hit path needs none, and their start-up would
+  // share the cores being measured.
+  kcache::testing::KcachedProcess plain(
+      {"--log-level", "warn", "--threads", threads, "--workers", "0"});
+  kcache::testing::KcachedProcess tls({"--log-level", "warn", "--threads", threads, "--workers",
+                                       "0", "--tls-cert", files.server_cert, "--tls-key",
+                                       files.server_key});
   const std::string tls_url = "https://127.0.0.1:" + std::to_string(tls.port());
   std::printf("kcached plain on port %d, kcached TLS on port %d (%u cores here)\n", plain.port(),
               tls.port(), std::thread::hardware_concurrency());
