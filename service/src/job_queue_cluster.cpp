@@ -65,7 +65,18 @@ ClusterJobs::ClusterJobs(const JobsConfig& jobs, const ClusterConfig& cluster,
 }
 
 std::optional<SubmitResult> ClusterJobs::submit(const Job& job, const std::string& key) {
-  auto result = queue_.submit(job, key, [&] { return parts_.publisher.has(job.compile_key); });
+  auto result = queue_.submit(job, key, [&]() -> std::optional<SubmitResult> {
+    if (parts_.publisher.has(job.compile_key)) {
+      return SubmitResult{SubmitStatus::kCached, std::nullopt, "compiled by the cluster"};
+    }
+    // The bound on the cluster's queue, as sampled at the last heartbeat.
+    if (depth_.load() >= jobs_.queue_capacity) {
+      return SubmitResult{SubmitStatus::kBusy, std::nullopt,
+                          "the cluster's compile queue is full (" +
+                              std::to_string(jobs_.queue_capacity) + " jobs)"};
+    }
+    return std::nullopt;
+  });
   if (!result) {
     spdlog::warn("cluster queue unreachable ({}): job {} queued on this node",
                  result.error().message, job.id);
@@ -77,6 +88,9 @@ std::optional<SubmitResult> ClusterJobs::submit(const Job& job, const std::strin
       return SubmitResult{SubmitStatus::kCached, std::nullopt, std::move(*why)};
     }
     return std::nullopt; // not readable here (yet): compile it locally
+  }
+  if (result->status == SubmitStatus::kQueued) {
+    ++depth_; // until the next heartbeat samples it
   }
   return std::move(*result);
 }

@@ -62,7 +62,7 @@ std::string RedisJobQueue::keys_key(const std::string& id) const {
 }
 
 Result<SubmitResult> RedisJobQueue::submit(const Job& job, const std::string& key,
-                                           const std::function<bool()>& compiled) {
+                                           const Admit& admit) {
   const std::string neg = redis_.key("neg:{" + job.compile_key + "}");
   auto failed_id = redis_.run(neg, {"GET", neg});
   if (!failed_id) {
@@ -134,9 +134,9 @@ Result<SubmitResult> RedisJobQueue::submit(const Job& job, const std::string& ke
     return not_ours(tl::unexpected(storage::StoreError{
         storage::StoreError::Code::kIo, "single-flight key keeps changing owner", false}));
   }
-  if (compiled && compiled()) {
+  if (auto instead = admit ? admit() : std::nullopt) {
     (void)release_single_flight(job.compile_key, job.id);
-    return not_ours(SubmitResult{SubmitStatus::kCached, std::nullopt, "compiled by the cluster"});
+    return not_ours(std::move(*instead));
   }
   const std::string entry_stream = stream(job.backend, job.priority);
   auto added =

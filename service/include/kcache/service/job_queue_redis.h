@@ -58,10 +58,13 @@ public:
   // failed within the negative TTL), or kCached with `job` unset when the
   // job it would join has published already (the caller links its key).
   // An error: Redis could not be asked (the caller queues locally).
-  // `compiled` is asked once this submission owns the compile key: a job
-  // that finished between the caller's cache lookup and now makes it kCached.
+  // `admit` is asked once this submission owns the compile key (so not for
+  // a join): an answer it gives instead (kCached: a job finished between the
+  // caller's cache lookup and now; kBusy: the cluster queue is full) is
+  // returned and nothing is queued.
+  using Admit = std::function<std::optional<SubmitResult>()>;
   storage::Result<SubmitResult> submit(const Job& job, const std::string& key,
-                                       const std::function<bool()>& compiled = {});
+                                       const Admit& admit = {});
 
   // A job this node claimed: its token fences what it writes.
   struct Claim {
