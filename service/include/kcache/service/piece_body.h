@@ -40,8 +40,9 @@ public:
   virtual tl::expected<std::string_view, std::string> next() = 0;
 };
 
+// Beast's Body concept names the members below (value_type, reader, writer).
 struct PieceBody {
-  class value_type : public std::string {
+  class value_type : public std::string { // NOLINT(readability-identifier-naming)
   public:
     using std::string::string;
     using std::string::operator=;
@@ -56,7 +57,7 @@ struct PieceBody {
   }
 
   // Requests and client-side reads: as string_body's reader.
-  class reader {
+  class reader { // NOLINT(readability-identifier-naming)
   public:
     template <bool kIsRequest, class Fields>
     explicit reader(boost::beast::http::header<kIsRequest, Fields>& /*head*/, value_type& body)
@@ -88,7 +89,7 @@ struct PieceBody {
     value_type& body_;
   };
 
-  class writer {
+  class writer { // NOLINT(readability-identifier-naming)
   public:
     using const_buffers_type = boost::asio::const_buffer;
 
