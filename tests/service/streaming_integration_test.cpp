@@ -7,6 +7,8 @@
 #include "kcached_process.h"
 #include "random_bytes.h"
 #include "raw_http.h"
+#include "temp_dir.h"
+#include "tls_certs.h"
 
 #include <kcache/cachekey/sha256.h>
 #include <kcache/client/client.h>
@@ -136,6 +138,25 @@ TEST(Streaming, ALargeArtifactRoundTripsThroughTheClientAndTheCli) {
   EXPECT_TRUE(out == data) << "got " << out.size() << " bytes";
   ASSERT_EQ(testing::run_command({cli, "--url", kcached.url(), "verify"}, out), 0) << out;
   EXPECT_NE(out.find("0 problem(s)"), std::string::npos) << out;
+}
+
+// The same body over TLS: the stream is serialized above the TLS layer.
+TEST(Streaming, ALargeArtifactStreamsOverTls) {
+  testing::TempDir certs;
+  const testing::TlsFiles tls = testing::make_tls_files(certs.path(), "stream");
+  KcachedProcess kcached({"--tls-cert", tls.server_cert, "--tls-key", tls.server_key});
+  client::ClientOptions options;
+  options.url = "https://127.0.0.1:" + std::to_string(kcached.port());
+  options.ca_file = tls.ca;
+  options.timeout = std::chrono::seconds(30);
+  auto client = client::Client::create(options);
+  ASSERT_TRUE(client.has_value()) << client.error().message;
+  const std::vector<client::File> files = {{"big.bin", testing::random_bytes(kLarge + 7, 24)}};
+  ASSERT_TRUE((*client)->put("kc-tls", files).has_value());
+  auto got = (*client)->get("kc-tls");
+  ASSERT_TRUE(got.has_value()) << got.error().message;
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ((*got)->files, files);
 }
 
 TEST(Streaming, ACorruptChunkInRocksDbEndsTheResponseNeverWithWrongBytes) {
