@@ -36,7 +36,8 @@ ClusterJobs::ClusterJobs(const JobsConfig& jobs, const ClusterConfig& cluster,
       queue_(*redis_, ClusterQueueOptions{cluster.node_id, backends_of(parts.runner),
                                           cluster.visibility_timeout, std::chrono::hours(24),
                                           std::chrono::duration_cast<std::chrono::milliseconds>(
-                                              jobs.negative_ttl)}),
+                                              jobs.negative_ttl),
+                                          redis.cluster}),
       reclaimed_(metrics.counter("kcache_cluster_jobs_reclaimed_total",
                                  "Cluster jobs taken over from a stalled or dead node")) {
   metrics.describe("kcache_cluster_queue_depth", "gauge",

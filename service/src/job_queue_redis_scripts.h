@@ -46,26 +46,36 @@ end
 return st or 'gone'
 )lua";
 
-// KEYS: job hash; ARGV: node, now ms. {token, attempts}; {0, 0} when the job
-// is finished or unknown (the entry is acked and skipped).
+// KEYS: job hash; ARGV: node, visibility timeout ms. {token, attempts};
+// {0, 0} when the job is finished or unknown (the entry is acked and
+// skipped); {-1, 0} when another claim was renewed within the visibility
+// timeout (that node runs it). Times are Redis' own (TIME): nodes' clocks
+// need not agree.
 inline constexpr std::string_view kClaimScript = R"lua(
 local st = redis.call('HGET', KEYS[1], 'state')
 if st ~= 'queued' and st ~= 'running' then return {0, 0} end
+local now = redis.call('TIME')
+local ms = now[1] * 1000 + math.floor(now[2] / 1000)
+if st == 'running' then
+  local at = tonumber(redis.call('HGET', KEYS[1], 'claimed_ms') or '0')
+  if ms - at < tonumber(ARGV[2]) then return {-1, 0} end
+end
 local t = redis.call('HINCRBY', KEYS[1], 'token', 1)
 local a = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
-redis.call('HSET', KEYS[1], 'state', 'running', 'node', ARGV[1], 'started_ms', ARGV[2],
-           'claimed_ms', ARGV[2])
+redis.call('HSET', KEYS[1], 'state', 'running', 'node', ARGV[1], 'started_ms', ms,
+           'claimed_ms', ms)
 return {t, a}
 )lua";
 
-// KEYS: job hash; ARGV: token, now ms. -1: another claim holds it; 1: a
-// cancel was asked for; 0: renewed. A hash that is gone (Redis restarted
-// empty) cannot say who holds the job: the claim stands.
+// KEYS: job hash; ARGV: token. -1: another claim holds it; 1: a cancel was
+// asked for; 0: renewed. A hash that is gone (Redis restarted empty) cannot
+// say who holds the job: the claim stands.
 inline constexpr std::string_view kRenewScript = R"lua(
 local t = redis.call('HGET', KEYS[1], 'token')
 if not t then return 0 end
 if t ~= ARGV[1] then return -1 end
-redis.call('HSET', KEYS[1], 'claimed_ms', ARGV[2])
+local now = redis.call('TIME')
+redis.call('HSET', KEYS[1], 'claimed_ms', now[1] * 1000 + math.floor(now[2] / 1000))
 if redis.call('HGET', KEYS[1], 'cancel') == '1' then return 1 end
 return 0
 )lua";

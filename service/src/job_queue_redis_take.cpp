@@ -85,8 +85,9 @@ Result<std::optional<RedisJobQueue::Claim>> RedisJobQueue::claim_backlog() {
       ack(e.stream, e.entry);
       continue;
     }
-    auto claimed = redis_.eval(redis_queue::kClaimScript, {job_key(job->id)},
-                               {options_.node_id, std::to_string(protocol::unix_now_ms())});
+    auto claimed =
+        redis_.eval(redis_queue::kClaimScript, {job_key(job->id)},
+                    {options_.node_id, std::to_string(options_.visibility_timeout.count())});
     if (!claimed || claimed->is_error() || claimed->elements.size() != 2) {
       std::lock_guard lock(mu_);
       backlog_.push_front(std::move(e)); // tried again on the next take
@@ -96,7 +97,10 @@ Result<std::optional<RedisJobQueue::Claim>> RedisJobQueue::claim_backlog() {
       return redis_queue::reply_error(*claimed, "claim");
     }
     const std::int64_t token = claimed->elements[0].integer;
-    if (token <= 0) {
+    if (token < 0) {
+      continue; // another node runs it and renews its claim: its entry, not ours
+    }
+    if (token == 0) {
       ack(e.stream, e.entry); // finished (or cancelled) while it waited
       continue;
     }
@@ -140,9 +144,22 @@ Result<std::optional<RedisJobQueue::Claim>> RedisJobQueue::take(std::chrono::mil
   if (options_.backends.empty()) {
     return std::optional<Claim>();
   }
-  // Nothing waiting: block on the first capability's bands (one hash tag, so
-  // one command), highest first.
-  const std::vector<std::string> names = streams(options_.backends.front());
+  // Nothing waiting: block until an entry comes. On a standalone Redis one
+  // XREADGROUP blocks on every stream this node serves; on Redis Cluster a
+  // command stays within one slot (one capability's bands), so the block is
+  // shared out among the capabilities in turn.
+  std::vector<std::string> names;
+  if (!options_.redis_cluster && !cross_slot_.load()) {
+    for (int priority : {1, 0, -1}) {
+      for (const std::string& backend : options_.backends) {
+        names.push_back(stream(backend, priority));
+      }
+    }
+  } else {
+    names = streams(options_.backends[turn_++ % options_.backends.size()]);
+    block = std::max(std::chrono::milliseconds(50),
+                     block / static_cast<std::int64_t>(options_.backends.size()));
+  }
   storage::RedisCommand command{"XREADGROUP", "GROUP", kGroup,  options_.node_id,
                                 "COUNT",      "1",     "BLOCK", std::to_string(block.count()),
                                 "STREAMS"};
@@ -153,6 +170,9 @@ Result<std::optional<RedisJobQueue::Claim>> RedisJobQueue::take(std::chrono::mil
     return tl::unexpected(read.error());
   }
   if (read->is_error()) {
+    if (starts_with(read->str, "CROSSSLOT") || starts_with(read->str, "MOVED")) {
+      cross_slot_ = true; // a Redis Cluster after all: one slot per command from now on
+    }
     std::lock_guard lock(mu_);
     groups_.clear();
     return redis_queue::reply_error(*read, "XREADGROUP");
@@ -193,9 +213,8 @@ Result<std::size_t> RedisJobQueue::reclaim(const std::set<std::string>& running)
 }
 
 RedisJobQueue::Renewal RedisJobQueue::renew(const Claim& claim) {
-  auto renewed =
-      redis_.eval(redis_queue::kRenewScript, {job_key(claim.job.id)},
-                  {std::to_string(claim.token), std::to_string(protocol::unix_now_ms())});
+  auto renewed = redis_.eval(redis_queue::kRenewScript, {job_key(claim.job.id)},
+                             {std::to_string(claim.token)});
   if (!renewed || renewed->is_error()) {
     return Renewal::kHeld;
   }

@@ -28,6 +28,7 @@
 #include <kcache/service/job_intake.h>
 #include <kcache/storage/redis_client.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -46,6 +47,9 @@ struct ClusterQueueOptions {
   std::chrono::milliseconds visibility_timeout{30000};
   std::chrono::milliseconds job_ttl{std::chrono::hours(24)};
   std::chrono::milliseconds negative_ttl{60000};
+  // Redis Cluster: one command's keys must share a slot (takers block on one
+  // capability's streams at a time instead of all of them).
+  bool redis_cluster = false;
 };
 
 class RedisJobQueue {
@@ -132,7 +136,9 @@ private:
     std::string stream, entry, job_json;
   };
   std::deque<Entry> backlog_;
-  std::set<std::string> groups_; // streams whose group this process created
+  std::set<std::string> groups_;        // streams whose group this process created
+  std::atomic<bool> cross_slot_{false}; // a standalone URL that turned out a Redis Cluster
+  std::atomic<std::size_t> turn_{0};    // Redis Cluster: the capability blocked on next
 };
 
 } // namespace kcache::service
