@@ -1,6 +1,7 @@
 // Large blobs stored as chunks (chunked_blob.h): written above the threshold,
 // read back chunk by chunk, every chunk and the whole blob checked.
 
+#include "../support/redis_server.h"
 #include "../support/temp_dir.h"
 #include "test_bytes.h"
 
@@ -9,6 +10,7 @@
 #include <kcache/storage/framed_store.h>
 #include <kcache/storage/maintenance.h>
 #include <kcache/storage/memory_store.h>
+#include <kcache/storage/redis_store.h>
 #include <kcache/storage/rocksdb_store.h>
 
 #include <gtest/gtest.h>
@@ -110,6 +112,31 @@ TEST(ChunkedBlob, RecordsWhoseChunksDisagreeWithTheirSizeAreCorrupt) {
                            std::string(64, 'a') + R"(","size":10,"chunks":[{"digest":")" +
                            std::string(64, 'b') + R"(","size":9}]}]})";
   EXPECT_FALSE(record_from_json(json).has_value());
+}
+
+// On Redis (a real redis-server): no value larger than a chunk and its frame.
+TEST(ChunkedBlob, RedisKeepsNoValueLargerThanAChunk) {
+  kcache::testing::RedisServer server;
+  RedisOptions options;
+  options.port = server.port();
+  options.ns = "chunks";
+  FramedStore redis(std::make_unique<RedisStore>(options));
+  ArtifactStore store(redis);
+  const std::string big = kcache::testing::random_bytes(6 * kChunkSize, 11);
+  auto put = store.put("kc-redis", {{"big.bin", big}}, "test");
+  ASSERT_TRUE(put.has_value()) << put.error().message;
+  EXPECT_EQ(put->outputs[0].chunks.size(), 6U);
+  ListOptions cas;
+  cas.area = Area::kCas;
+  auto listed = redis.list(cas);
+  ASSERT_TRUE(listed.has_value());
+  EXPECT_EQ(listed->size(), 6U);
+  for (const ObjectInfo& info : *listed) {
+    EXPECT_LE(info.size, kChunkSize + 1024) << info.key;
+  }
+  auto got = store.get("kc-redis");
+  ASSERT_TRUE(got.has_value() && got->has_value());
+  EXPECT_EQ((*got)->files[0].data, big);
 }
 
 // A chunk corrupted on disk: the framed tier drops it, the read fails before
