@@ -18,7 +18,7 @@ LocalLeaseTable::~LocalLeaseTable() {
 }
 
 LeaseGrant LocalLeaseTable::acquire(const std::string& key, const std::string& holder,
-                               std::chrono::milliseconds ttl) {
+                                    std::chrono::milliseconds ttl) {
   std::lock_guard lock(mu_);
   const auto now = Clock::now();
   if (const auto it = leases_.find(key); it != leases_.end() && it->second.expires > now) {
@@ -33,7 +33,7 @@ LeaseGrant LocalLeaseTable::acquire(const std::string& key, const std::string& h
 }
 
 bool LocalLeaseTable::renew(const std::string& key, const std::string& token,
-                       std::chrono::milliseconds ttl) {
+                            std::chrono::milliseconds ttl) {
   std::lock_guard lock(mu_);
   const auto it = leases_.find(key);
   if (it == leases_.end() || it->second.token != token || it->second.expires <= Clock::now()) {
@@ -66,7 +66,7 @@ bool LocalLeaseTable::held(const std::string& key) {
 }
 
 void LocalLeaseTable::wait_for_put(const std::string& key, Clock::time_point deadline,
-                              std::function<void()> done) {
+                                   std::function<void()> done) {
   {
     std::lock_guard lock(mu_);
     const auto it = leases_.find(key);

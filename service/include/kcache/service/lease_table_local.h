@@ -36,7 +36,6 @@ public:
   void notify_put(const std::string& key) override;
   void release_all_waiters() override;
 
-
 private:
   struct Lease {
     std::string token, holder;
