@@ -371,8 +371,11 @@ std::vector<Job> JobManager::list(std::optional<JobState> state, std::size_t lim
         jobs.push_back(std::move(job));
       }
     }
-    std::stable_sort(jobs.begin(), jobs.end(),
-                     [](const Job& a, const Job& b) { return a.submitted_ms > b.submitted_ms; });
+    // A total order (ids break ties) instead of stable_sort, whose libstdc++
+    // buffer helper is deprecated under clang's C++20 (the fuzz build).
+    std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) {
+      return a.submitted_ms != b.submitted_ms ? a.submitted_ms > b.submitted_ms : a.id < b.id;
+    });
     if (jobs.size() > limit) {
       jobs.resize(limit);
     }
