@@ -373,5 +373,65 @@ TEST(ClusterJobs, RedisDownSubmissionsCompleteLocally) {
   EXPECT_TRUE(c->exists("kc1-rejoined").value_or(false)) << node.log();
 }
 
+// Redis hangs (SIGSTOP) for 5 s, then dies, then comes back, under trainers
+// that get and put all along: no client sees an error (reads fail open to
+// misses, puts land on the node's disk), and a compile submitted while Redis
+// hangs completes on this node.
+TEST(ClusterJobs, RedisStalledThenKilledCostsTrainersNoErrors) {
+  RedisServer redis;
+  testing::TempDir keys;
+  const std::string key = shared_signing_key(keys);
+  KcachedProcess node(node_args(redis.url("namespace=cq"), key));
+  std::atomic<bool> stop{false};
+  std::atomic<int> calls{0}, errors{0};
+  std::mutex mu;
+  std::string first_error;
+  std::vector<std::thread> trainers;
+  trainers.reserve(4);
+  for (int t = 0; t < 4; ++t) {
+    trainers.emplace_back([&, t] {
+      client::ClientOptions o;
+      o.url = node.url(); // a trainer's default timeout (2 s)
+      auto trainer = std::move(*Client::create(o));
+      for (int i = 0; !stop; ++i) {
+        const std::string k = "kc1-trainer" + std::to_string(t) + "-" + std::to_string(i % 40);
+        auto got = trainer->get(k);
+        auto put = trainer->put(k, {{"value", "v" + std::to_string(i)}});
+        calls += 2;
+        if (!got || !put) {
+          ++errors;
+          std::lock_guard lock(mu);
+          if (first_error.empty()) {
+            first_error = !got ? got.error().message : put.error().message;
+          }
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto paused_at = Clock::now();
+  redis.pause();
+  auto c = connect(node.url());
+  CompileRequest during;
+  during.key = "kc1-while-redis-hangs";
+  during.spec_json = value_spec(200);
+  auto compiled = c->get_or_compile(during);
+  ASSERT_TRUE(compiled.has_value()) << compiled.error().message << node.log();
+  EXPECT_TRUE(compiled->artifact.has_value()) << node.log();
+  std::this_thread::sleep_until(paused_at + std::chrono::seconds(5));
+  redis.kill();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  redis.restart();
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  stop = true;
+  for (std::thread& t : trainers) {
+    t.join();
+  }
+  EXPECT_EQ(errors.load(), 0) << first_error << node.log();
+  EXPECT_GT(calls.load(), 100);
+  EXPECT_TRUE(c->exists("kc1-while-redis-hangs").value_or(false));
+}
+
 } // namespace
 } // namespace kcache
