@@ -125,28 +125,32 @@ TEST(ClusterJobs, ThreeNodesCompileEachDistinctSpecOnce) {
     nodes.push_back(std::make_unique<KcachedProcess>(
         node_args(redis.url("namespace=cq"), key, {"--node-id", "node-" + std::to_string(i)})));
   }
-  constexpr int kSpecs = 6;
-  constexpr int kSubmissions = 24;
+  // The figures: 200 submissions of 50 specs, from 20 trainers.
+  constexpr int kSpecs = 50;
+  constexpr int kSubmissions = 200;
+  constexpr int kTrainers = 20;
   std::mutex mu;
   std::map<int, std::string> artifact_of_spec; // spec -> the bytes every submitter must get
   std::atomic<int> failed{0}, mismatched{0};
   std::vector<std::thread> threads;
-  threads.reserve(kSubmissions);
-  for (int i = 0; i < kSubmissions; ++i) {
-    threads.emplace_back([&, i] {
-      auto c = connect(nodes[i % 3]->url());
-      CompileRequest request;
-      request.key = "kc1-cluster-" + std::to_string(i);
-      request.spec_json = value_spec(i % kSpecs);
-      auto out = c->get_or_compile(request);
-      if (!out || !out->artifact || out->artifact->files.empty()) {
-        ++failed;
-        return;
-      }
-      std::lock_guard lock(mu);
-      auto [it, fresh] = artifact_of_spec.emplace(i % kSpecs, out->artifact->files.front().data);
-      if (!fresh && it->second != out->artifact->files.front().data) {
-        ++mismatched;
+  threads.reserve(kTrainers);
+  for (int t = 0; t < kTrainers; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = t; i < kSubmissions; i += kTrainers) {
+        auto c = connect(nodes[i % 3]->url());
+        CompileRequest request;
+        request.key = "kc1-cluster-" + std::to_string(i);
+        request.spec_json = value_spec(i % kSpecs);
+        auto out = c->get_or_compile(request);
+        if (!out || !out->artifact || out->artifact->files.empty()) {
+          ++failed;
+          continue;
+        }
+        std::lock_guard lock(mu);
+        auto [it, fresh] = artifact_of_spec.emplace(i % kSpecs, out->artifact->files.front().data);
+        if (!fresh && it->second != out->artifact->files.front().data) {
+          ++mismatched;
+        }
       }
     });
   }
