@@ -276,6 +276,24 @@ TEST(ClusterJobs, AJobOfAKilledNodeCompletesOnAnother) {
                                      "on a loaded 2-core host)";
   EXPECT_TRUE(cb->exists("kc1-reclaimed").value_or(false));
   EXPECT_GE(metric(*cb, "kcache_cluster_jobs_reclaimed_total"), 1) << b.log();
+
+  // The killed node comes back on its data dir: whatever it resumes or
+  // publishes again harms nothing (the job stays as it ended, both nodes
+  // serve the same bytes).
+  auto published = cb->get("kc1-reclaimed");
+  ASSERT_TRUE(published.has_value() && published->has_value());
+  a.start();
+  auto ca_again = connect(a.url());
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  auto still = cb->job(id);
+  ASSERT_TRUE(still.has_value());
+  EXPECT_EQ(still->state, client::JobState::kSucceeded);
+  EXPECT_EQ(still->finished_ms, last->finished_ms) << a.log();
+  for (Client* c : {cb.get(), ca_again.get()}) {
+    auto got = c->get("kc1-reclaimed");
+    ASSERT_TRUE(got.has_value() && got->has_value()) << a.log();
+    EXPECT_EQ((*got)->files.front().data, (*published)->files.front().data);
+  }
 }
 
 // SIGSTOP of the node running a job, past the visibility timeout: another
