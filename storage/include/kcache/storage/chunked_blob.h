@@ -35,7 +35,10 @@ struct ChunkRef {
 
 // Blobs up to this size are stored whole; a reader holds at most this much of one blob.
 inline constexpr std::size_t kChunkThreshold = 2 << 20;
-inline constexpr std::size_t kChunkSize = 1 << 20;
+// 4 KiB under 1 MiB: a chunk, framed (header + SHA-256) and stored as a Redis
+// string, then fits jemalloc's 1 MiB size class instead of spilling into the
+// 1.25 MiB one (25% of Redis memory wasted per chunk; docs/SCALING.md).
+inline constexpr std::size_t kChunkSize = (1 << 20) - (4 << 10);
 
 // Stores `data` under its digest (whole) or as chunks (over the threshold);
 // returns the chunk list, empty for a blob stored whole. Entries already
