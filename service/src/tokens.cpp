@@ -31,11 +31,6 @@ constexpr std::array<std::string_view, 4> kOldPlaceholders = {
     "replace-with-a-reader-token", "replace-with-a-ci-token", "replace-with-a-trainer-token",
     "replace-with-an-admin-token"};
 
-bool placeholder_text(std::string_view text) {
-  return text.starts_with("replace-with-") || text.starts_with("<replace") ||
-         text.find("kcache token new") != std::string_view::npos;
-}
-
 bool printable_without_space(std::string_view text) {
   return std::all_of(text.begin(), text.end(), [](char c) { return c > ' ' && c < 0x7f; });
 }
@@ -162,8 +157,11 @@ double token_entropy_bits(std::string_view token) {
   return per_char * static_cast<double>(token.size());
 }
 
+// The shipped plaintext placeholders (kOldPlaceholders) start with
+// "replace-with-" too; the sha256 field is checked by the same text rule.
 bool is_placeholder_token(std::string_view token) {
-  return placeholder_text(token); // the old plaintext ones start with "replace-with-" too
+  return token.starts_with("replace-with-") || token.starts_with("<replace") ||
+         token.find("kcache token new") != std::string_view::npos;
 }
 
 tl::expected<std::vector<Token>, std::string> tokens_from_toml(const toml::table& doc,
@@ -202,7 +200,7 @@ tl::expected<std::vector<Token>, std::string> tokens_from_toml(const toml::table
                          "token = \"<plaintext>\"");
     }
     if (digest) {
-      if (placeholder_text(*digest)) {
+      if (is_placeholder_token(*digest)) {
         return fail(what + ": sha256 is still the example's placeholder; run `kcache token new` "
                            "and put its sha256 line here");
       }
