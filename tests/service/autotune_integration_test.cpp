@@ -4,6 +4,7 @@
 
 #include "kcached_process.h"
 #include "redis_server.h"
+#include "scrape_metric.h"
 #include "test_data.h"
 
 #include <kcache/cachekey/hardware.h>
@@ -120,17 +121,6 @@ json table_of(Client& c, const std::string& key) {
   EXPECT_TRUE(artifact && *artifact);
   const json record = json::parse((*artifact)->record_json);
   return json::parse(record["metadata"]["autotune_table"].get<std::string>());
-}
-
-double metric(Client& c, const std::string& name) {
-  auto res = c.request(client::HttpMethod::kGet, "/metrics");
-  std::istringstream lines(res->body);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind(name + " ", 0) == 0) {
-      return std::stod(line.substr(name.size() + 1));
-    }
-  }
-  return 0;
 }
 
 TEST(Autotune, BlockedMatmulFindsTheFastestCorrectTile) {
@@ -293,13 +283,13 @@ TEST(Autotune, AnotherTuningClassRebenchmarksWithoutCompiling) {
   auto b = connect(node_b.url());
   const json on_a = run(*a, "kc1-matmul-a", matmul_spec("exhaustive"));
   ASSERT_EQ(on_a["state"], "succeeded") << on_a.dump(2);
-  EXPECT_GT(metric(*a, R"(kcache_compiles_total{result="succeeded"})"), 0);
+  EXPECT_GT(testing::scrape_metric(*a, R"(kcache_compiles_total{result="succeeded"})"), 0);
 
   const json on_b = run(*b, "kc1-matmul-b", matmul_spec("exhaustive"));
   ASSERT_EQ(on_b["state"], "succeeded") << on_b.dump(2) << node_b.log();
   EXPECT_EQ(on_b["tuning_class"], "cpu:another-model");
   EXPECT_NE(on_b["tuning_class"], on_a["tuning_class"]);
-  EXPECT_EQ(metric(*b, R"(kcache_compiles_total{result="succeeded"})"), 0)
+  EXPECT_EQ(testing::scrape_metric(*b, R"(kcache_compiles_total{result="succeeded"})"), 0)
       << "node B compiled nothing: every variant came from the shared tier";
   const json table = table_of(*b, "kc1-matmul-b");
   EXPECT_EQ(table["rows"].size(), 15U);

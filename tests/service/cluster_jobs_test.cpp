@@ -5,6 +5,7 @@
 #include "kcached_process.h"
 #include "redis_cluster.h"
 #include "redis_server.h"
+#include "scrape_metric.h"
 #include "temp_dir.h"
 
 #include <kcache/client/client.h>
@@ -99,20 +100,6 @@ extern "C" long get_value() { return value; }
                   {"-fconstexpr-steps=2147483647", "-DSPIN=" + std::to_string(steps)});
 }
 
-double metric(Client& c, const std::string& name_and_labels) {
-  auto res = c.request(client::HttpMethod::kGet, "/metrics");
-  if (!res) {
-    return -1;
-  }
-  std::istringstream lines(res->body);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind(name_and_labels + " ", 0) == 0) {
-      return std::stod(line.substr(name_and_labels.size() + 1));
-    }
-  }
-  return 0;
-}
-
 // N submissions of M specs spread over three nodes: M compiles cluster-wide,
 // and every submitter's key holds its spec's artifact.
 TEST(ClusterJobs, ThreeNodesCompileEachDistinctSpecOnce) {
@@ -166,7 +153,8 @@ TEST(ClusterJobs, ThreeNodesCompileEachDistinctSpecOnce) {
   EXPECT_EQ(artifact_of_spec.size(), static_cast<std::size_t>(kSpecs));
   double compiles = 0;
   for (auto& n : nodes) {
-    compiles += metric(*connect(n->url()), R"(kcache_compiles_total{result="succeeded"})");
+    compiles +=
+        testing::scrape_metric(*connect(n->url()), R"(kcache_compiles_total{result="succeeded"})");
   }
   EXPECT_EQ(compiles, kSpecs) << "one compile per distinct spec, cluster-wide\n" << logs;
   // Each key from any node (the shared tier), and the job from any node.
@@ -222,8 +210,8 @@ TEST(ClusterJobs, OnARedisClusterEachDistinctSpecCompilesOnce) {
   }
   EXPECT_EQ(failed.load(), 0) << a.log() << b.log();
   const double compiles =
-      metric(*connect(a.url()), R"(kcache_compiles_total{result="succeeded"})") +
-      metric(*connect(b.url()), R"(kcache_compiles_total{result="succeeded"})");
+      testing::scrape_metric(*connect(a.url()), R"(kcache_compiles_total{result="succeeded"})") +
+      testing::scrape_metric(*connect(b.url()), R"(kcache_compiles_total{result="succeeded"})");
   EXPECT_EQ(compiles, kSpecs) << a.log() << b.log();
 }
 
@@ -275,7 +263,7 @@ TEST(ClusterJobs, AJobOfAKilledNodeCompletesOnAnother) {
   EXPECT_LT(seconds, 2 + 10 + 20) << "visibility timeout + 10 s, + the compile itself (up to 20 s "
                                      "on a loaded 2-core host)";
   EXPECT_TRUE(cb->exists("kc1-reclaimed").value_or(false));
-  EXPECT_GE(metric(*cb, "kcache_cluster_jobs_reclaimed_total"), 1) << b.log();
+  EXPECT_GE(testing::scrape_metric(*cb, "kcache_cluster_jobs_reclaimed_total"), 1) << b.log();
 
   // The killed node comes back on its data dir: whatever it resumes or
   // publishes again harms nothing (the job stays as it ended, both nodes
@@ -337,7 +325,7 @@ TEST(ClusterJobs, AStalledNodeDoesNotOverwriteTheReclaimedJob) {
   ASSERT_EQ(::kill(a.pid(), SIGCONT), 0);
   ASSERT_TRUE(done.has_value()) << b.log();
   EXPECT_EQ(done->state, client::JobState::kSucceeded) << b.log();
-  EXPECT_GE(metric(*cb, "kcache_cluster_jobs_reclaimed_total"), 1);
+  EXPECT_GE(testing::scrape_metric(*cb, "kcache_cluster_jobs_reclaimed_total"), 1);
   // The stalled node's compile ends after its claim was taken: it stands down.
   const auto stood_down_by = Clock::now() + std::chrono::seconds(15);
   while (Clock::now() < stood_down_by &&

@@ -3,6 +3,7 @@
 // evaluating a constexpr loop of SPIN steps (~1 s per million here).
 
 #include "kcached_process.h"
+#include "scrape_metric.h"
 #include "test_data.h"
 
 #include <kcache/client/client.h>
@@ -70,20 +71,6 @@ extern "C" long get_value() { return value; } // )" +
                   {"-fconstexpr-steps=2147483647", "-DSPIN=" + std::to_string(steps)}, "object");
 }
 
-double metric(Client& c, const std::string& name_and_labels) {
-  auto res = c.request(client::HttpMethod::kGet, "/metrics");
-  if (!res) {
-    return -1;
-  }
-  std::istringstream lines(res->body);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind(name_and_labels + " ", 0) == 0) {
-      return std::stod(line.substr(name_and_labels.size() + 1));
-    }
-  }
-  return 0;
-}
-
 json job_json(const client::JobStatus& job) {
   return json::parse(job.json);
 }
@@ -127,7 +114,7 @@ extern "C" void axpy(float a, const float* x, float* y, int n) {
   auto third = c->get_or_compile(request);
   ASSERT_TRUE(third.has_value());
   EXPECT_EQ(third->kind, CompileOutcome::Kind::kHit);
-  EXPECT_EQ(metric(*c, R"(kcache_compiles_total{result="succeeded"})"), 1);
+  EXPECT_EQ(testing::scrape_metric(*c, R"(kcache_compiles_total{result="succeeded"})"), 1);
 }
 
 TEST(Jobs, ThirtyTwoConcurrentSubmissionsCompileOnce) {
@@ -155,7 +142,7 @@ TEST(Jobs, ThirtyTwoConcurrentSubmissionsCompileOnce) {
   EXPECT_EQ(failed.load(), 0) << kcached.log();
   EXPECT_EQ(compiled.load() + hits.load(), 32);
   auto c = connect(kcached.url());
-  EXPECT_EQ(metric(*c, R"(kcache_compiles_total{result="succeeded"})"), 1)
+  EXPECT_EQ(testing::scrape_metric(*c, R"(kcache_compiles_total{result="succeeded"})"), 1)
       << "one compile for 32 submissions";
   for (int k = 0; k < 4; ++k) {
     EXPECT_TRUE(c->exists("kc1-shared-" + std::to_string(k)).value_or(false))
@@ -178,7 +165,7 @@ TEST(Jobs, FailuresCarryTheLogAndAreCachedForTheirTtl) {
   auto again = c->submit(request.key, request.spec_json);
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->status, "failed-recently") << "the negative cache answers";
-  EXPECT_EQ(metric(*c, R"(kcache_compiles_total{result="failed"})"), 1);
+  EXPECT_EQ(testing::scrape_metric(*c, R"(kcache_compiles_total{result="failed"})"), 1);
 
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   auto later = c->submit(request.key, request.spec_json);
