@@ -16,6 +16,7 @@ import time
 from typing import Optional
 
 from kcache import Client, KcacheError
+from kcache._failopen import FailOpenLog
 
 from . import _keys
 from ._hash_details import HashDetailsRecorder
@@ -50,6 +51,9 @@ class Settings:
         "timeout_ms": "KCACHE_TORCH_TIMEOUT_MS",
         "lease_ttl_s": "KCACHE_TORCH_LEASE_TTL_S",
         "lease_wait_s": "KCACHE_TORCH_LEASE_WAIT_S",
+        "lease_max_hold_s": "KCACHE_TORCH_LEASE_MAX_HOLD_S",
+        "trip_after": "KCACHE_TORCH_TRIP_AFTER",
+        "cooldown_s": "KCACHE_TORCH_COOLDOWN_S",
         "verify_signatures": "KCACHE_VERIFY_SIGNATURES",
         "trusted_keys": "KCACHE_TRUSTED_KEYS",
     }
@@ -105,6 +109,7 @@ class Session:
         self._lock = threading.Lock()
         self._failures_in_a_row = 0
         self._closed_until = 0.0
+        self.events = FailOpenLog(settings.url)  # one log line per state change
 
     # The circuit breaker wraps every call; callers treat None/False as a miss.
 
@@ -130,13 +135,19 @@ class Session:
 
     def _call(self, fn, *args, **kwargs):
         before = self.client.errors
+        result = None
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+            return result
         except (KcacheError, OSError, ValueError):
             self.client.errors += 1  # invalid input is still a miss for a trainer
             return None
         finally:
             self._observe(before)
+            if fn != self.leases.done:  # bookkeeping, mostly no request: its success says nothing of kcached
+                self.events.observe(self.client.errors != before, self.client.last_error)
+            if self.settings.verify_signatures and (result is None or (isinstance(result, list) and None in result)):
+                self.events.verification(self.client.verification_stats)  # a miss may be a refusal
 
     def get_entry(self, key: str, wait_s: float = 0) -> Optional[tuple[bytes, dict]]:
         if not self.available():
