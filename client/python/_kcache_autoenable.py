@@ -13,7 +13,8 @@ own compile workers, tools) open no session and import no Inductor module;
 and no kcache code runs inside torch's import, where an error would surface
 as a failed `import torch`. The first torch.compile still comes before any
 graph is compiled and before Inductor starts its compile workers, which
-inherit what enable() exports. (python -m kcache.torch.run enables at once.)
+inherit what enable() exports. python -m kcache.torch.run installs the same
+hook before it runs the script.
 
 Nothing here may stop the interpreter: every error is a WARNING on logger
 "kcache" and torch.compile runs as without kcache.

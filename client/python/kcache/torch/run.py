@@ -5,12 +5,16 @@
     python -m kcache.torch.run -m package.module [ARGS...]
     torchrun --nproc-per-node 8 -m kcache.torch.run train.py [ARGS...]
 
-enable() is called from the environment (every KCACHE_* variable: README),
-then the script runs as `python train.py ARGS` would run it: as __main__, with
+The script runs as `python train.py ARGS` would run it: as __main__, with
 sys.argv and sys.path[0] as Python sets them, its exit code and exceptions
-its own. Failing open: if enable() fails, a WARNING on logger "kcache" and
-the script runs without the remote cache. KCACHE_TORCH=1 is exported, so the
-processes the trainer starts enable kcache too where the switch is installed.
+its own. Before it, the KCACHE_TORCH=1 hook is installed (_kcache_autoenable):
+the first torch.compile calls enable() from the environment (every KCACHE_*
+variable: README). Not before the script: importing torch and Inductor's
+config here would read their environment before the script sets it, which
+`python train.py` does not. Failing open: if enable() fails, a WARNING on
+logger "kcache" and the script runs without the remote cache. KCACHE_TORCH=1
+is exported, so the processes the trainer starts enable kcache too where the
+.pth switch is installed.
 """
 
 from __future__ import annotations
@@ -54,9 +58,9 @@ def main(argv: list[str]) -> None:
         print(f"{sys.executable}: can't open file {os.path.abspath(target)!r}: No such file", file=sys.stderr)
         raise SystemExit(2)
 
-    from ._from_env import enable_from_env
+    import _kcache_autoenable
 
-    enable_from_env()
+    _kcache_autoenable.install()
     os.environ["KCACHE_TORCH"] = "1"
 
     if kind == "module":
