@@ -28,7 +28,7 @@ import os
 from pathlib import Path
 from typing import Callable, Optional
 
-from ._session import Session, Settings
+from ._session import Session, Settings, share_with_env
 
 __all__ = ["enable", "disable", "stats", "Settings"]
 
@@ -83,6 +83,9 @@ def enable(
     session = Session(config)
     for name, value in config.environment().items():
         _set_env(name, value)
+    # The run manifest's entries come in while the caller builds its model.
+    session.start_prefetch()
+    _undo.append(share_with_env(session))
     _expose_package_to_workers()
 
     previous_backends = inductor_backend.install(session)

@@ -40,6 +40,11 @@ def triton_entry(namespace: str, triton_key: str, filename: str) -> str:
     return _bounded(f"triton:{namespace}:{triton_key}:{filename}", f"triton:{namespace}")
 
 
+def manifest_entry(namespace: str, run_fingerprint: str) -> str:
+    """The kcache key of a run's manifest (the entries it read and wrote)."""
+    return _bounded(f"torch:{namespace}:run-manifest:{run_fingerprint}", f"torch:{namespace}")
+
+
 def split_inductor_key(remote_key: str) -> tuple[Optional[str], str]:
     """(cache id, Inductor's own key) from a RedisRemoteCache key; the key is
     what Inductor logs and what its hash details are recorded under."""

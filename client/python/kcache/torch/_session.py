@@ -18,9 +18,10 @@ from typing import Optional
 from kcache import Client, KcacheError
 from kcache._failopen import FailOpenLog
 
-from . import _keys
+from . import _keys, _local_entries, _values
 from ._hash_details import HashDetailsRecorder
 from ._leases import LeaseKeeper
+from ._prefetch import Prefetch, fingerprint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +44,11 @@ class Settings:
     # unpickles it; one that fails is a miss.
     verify_signatures: bool = False
     trusted_keys: Optional[str] = None
+    # Run manifest and prefetch (see _prefetch): enable() fetches the entries
+    # this run's fingerprint read or wrote before, in the background, keeping
+    # at most prefetch_max_mb of them in memory.
+    prefetch: bool = True
+    prefetch_max_mb: int = 512
 
     ENV = {
         "url": "KCACHE_URL",
@@ -56,6 +62,8 @@ class Settings:
         "cooldown_s": "KCACHE_TORCH_COOLDOWN_S",
         "verify_signatures": "KCACHE_VERIFY_SIGNATURES",
         "trusted_keys": "KCACHE_TRUSTED_KEYS",
+        "prefetch": "KCACHE_TORCH_PREFETCH",
+        "prefetch_max_mb": "KCACHE_TORCH_PREFETCH_MAX_MB",
     }
 
     @classmethod
@@ -109,7 +117,27 @@ class Session:
         self._lock = threading.Lock()
         self._failures_in_a_row = 0
         self._closed_until = 0.0
+        self.prefetch: Optional[Prefetch] = None
         self.events = FailOpenLog(settings.url)  # one log line per state change
+
+    def start_prefetch(self) -> None:
+        """Reads this run's manifest and fetches its entries in the background."""
+        if not self.settings.prefetch or self.prefetch is not None:
+            return
+        key = _keys.manifest_entry(self.settings.namespace, fingerprint())
+        self.prefetch = Prefetch(
+            key,
+            get_entry=self._fetch_entry,
+            batch_get=self._fetch_batch,
+            put=lambda k, v: self._store(k, v, {"torch_cache": "run-manifest"}, _MANIFEST_PRODUCER),
+            stats=self.stats,
+            errors=lambda: self.client.errors,
+            write_local=_local_entries.writer(),
+            # A lookup waits for its batch as long as the batch's own request may take.
+            wait_s=2 * (self.settings.timeout_ms / 1000) + 1,
+            max_bytes=self.settings.prefetch_max_mb << 20,
+        )
+        self.prefetch.start()
 
     # The circuit breaker wraps every call; callers treat None/False as a miss.
 
@@ -135,6 +163,7 @@ class Session:
 
     def _call(self, fn, *args, **kwargs):
         before = self.client.errors
+        started = time.perf_counter()
         result = None
         try:
             result = fn(*args, **kwargs)
@@ -143,23 +172,67 @@ class Session:
             self.client.errors += 1  # invalid input is still a miss for a trainer
             return None
         finally:
+            # Round trips as the trainer sees them: where a fresh node's time goes.
+            name = getattr(fn, "__name__", "call")
+            with self._lock:
+                self.stats[f"requests.{name}"] += 1
+                self.stats[f"request_ms.{name}"] += (time.perf_counter() - started) * 1000
             self._observe(before)
             if fn != self.leases.done:  # bookkeeping, mostly no request: its success says nothing of kcached
                 self.events.observe(self.client.errors != before, self.client.last_error)
             if self.settings.verify_signatures and (result is None or (isinstance(result, list) and None in result)):
                 self.events.verification(self.client.verification_stats)  # a miss may be a refusal
 
+    # Lookups: the prefetched set first, then kcached. Every hit and put is
+    # noted for the run manifest.
+
     def get_entry(self, key: str, wait_s: float = 0) -> Optional[tuple[bytes, dict]]:
+        if self.prefetch is not None and wait_s == 0:
+            if (found := self.prefetch.take(key)) is not None:
+                value, metadata = found
+                self.prefetch.note(key, len(value), metadata)
+                return value, {"metadata": metadata}
+        found = self._fetch_entry(key, wait_s)
+        if found is not None and self.prefetch is not None:
+            self.prefetch.note(key, len(found[0]), _values.unpack_metadata(found[1].get("metadata") or {}))
+        return found
+
+    def batch_get(self, keys: list[str]) -> list[Optional[bytes]]:
+        values: list[Optional[bytes]] = [None] * len(keys)
+        if self.prefetch is not None:
+            for i, key in enumerate(keys):
+                if (found := self.prefetch.take(key)) is not None:
+                    values[i] = found[0]
+        missing = [i for i, v in enumerate(values) if v is None]
+        for i, value in zip(missing, self._fetch_batch([keys[i] for i in missing])):
+            values[i] = value
+        if self.prefetch is not None:
+            for key, value in zip(keys, values):
+                if value is not None:
+                    self.prefetch.note(key, len(value), {})
+        return values
+
+    def put(self, key: str, value: bytes, metadata: dict, producer: str) -> bool:
+        stored = self._store(key, value, metadata, producer)
+        # Not Triton's files: a cold run writes every autotune candidate's
+        # kernel, a fresh node reads a few; the first one to read them lists them.
+        if stored and self.prefetch is not None and not key.startswith("triton:"):
+            self.prefetch.note(key, len(value), _values.unpack_metadata(metadata))
+        return stored
+
+    # kcached itself, through the breaker.
+
+    def _fetch_entry(self, key: str, wait_s: float = 0) -> Optional[tuple[bytes, dict]]:
         if not self.available():
             return None
         return self._call(self.client.get_entry, key, wait_s=wait_s)
 
-    def batch_get(self, keys: list[str]) -> list[Optional[bytes]]:
+    def _fetch_batch(self, keys: list[str]) -> list[Optional[bytes]]:
         if not keys or not self.available():
             return [None] * len(keys)
         return self._call(self.client.batch_get, keys) or [None] * len(keys)
 
-    def put(self, key: str, value: bytes, metadata: dict, producer: str) -> bool:
+    def _store(self, key: str, value: bytes, metadata: dict, producer: str) -> bool:
         if not self.available():
             return False
         return bool(self._call(self.client.put, key, value, metadata=metadata, producer=producer))
@@ -174,12 +247,35 @@ class Session:
         self._call(self.leases.done, key, stored)
 
     def close(self) -> None:
+        if self.prefetch is not None:
+            self.prefetch.close()  # writes the manifest while the client is open
         self.leases.release_all()
         self.client.close()
 
 
+_MANIFEST_PRODUCER = "kcache.torch (run manifest)"
+
 _from_env: dict[Settings, Session] = {}
 _from_env_lock = threading.Lock()
+
+
+def share_with_env(session: Session):
+    """enable()'s session also serves this process's session_from_env()
+    callers (Triton's cache manager), so they use its prefetched set; returns
+    the undo."""
+    settings = Settings.from_env()
+    with _from_env_lock:
+        before = _from_env.get(settings)
+        _from_env[settings] = session
+
+    def undo() -> None:
+        with _from_env_lock:
+            if before is None:
+                _from_env.pop(settings, None)
+            else:
+                _from_env[settings] = before
+
+    return undo
 
 
 def session_from_env() -> Session:

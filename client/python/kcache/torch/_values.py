@@ -45,5 +45,18 @@ def unpack(value: bytes, metadata: Mapping[str, str]) -> bytes:
     if metadata.get(_FORMAT) != _BASE64_DATA:
         return value
     doc = {"data": base64.b64encode(value).decode("ascii")}
-    doc.update(json.loads(metadata.get(_FIELDS) or "{}"))
+    fields = json.loads(metadata.get(_FIELDS) or "{}")
+    if isinstance(fields, dict):
+        doc.update({k: v for k, v in fields.items() if k != "data"})  # the value is always the data
     return json.dumps(doc).encode("ascii")
+
+
+def is_packed(metadata: Mapping[str, str]) -> bool:
+    """Whether the value is the pickle of Inductor's {"data": base64} JSON."""
+    return metadata.get(_FORMAT) == _BASE64_DATA
+
+
+def unpack_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
+    """The part of an entry's metadata unpack() reads: what a run manifest
+    keeps per entry (not the hash details, which can be kilobytes)."""
+    return {k: metadata[k] for k in (_FORMAT, _FIELDS) if k in metadata}
