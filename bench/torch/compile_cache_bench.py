@@ -62,6 +62,7 @@ def run_phase(model_name: str, remote: str) -> dict:
     sys.path.insert(0, str(HERE))
     import models
 
+    marks = {"import_torch_s": time.monotonic() - started}
     if remote == "kcache":
         import kcache.torch
 
@@ -75,17 +76,35 @@ def run_phase(model_name: str, remote: str) -> dict:
         torch._inductor.config.bundled_autotune_remote_cache = False
         torch._functorch.config.enable_remote_autograd_cache = False
 
+    marks["enable_s"] = time.monotonic() - started - marks["import_torch_s"]
     workload = models.build(model_name, "cuda")
     want = models.eager_reference(workload)
     torch.cuda.synchronize()
     imported_s = time.monotonic() - started
 
+    profile_to = os.environ.get("KCACHE_BENCH_PROFILE")  # a .prof file: cProfile of the first step
+    profiler = None
+    if profile_to:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     t0 = time.monotonic()
     compiled = torch.compile(workload.module, **workload.compile_kwargs)
     got = workload.step(compiled)
     torch.cuda.synchronize()
     ready_s = time.monotonic() - t0
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(profile_to)
     error = models.max_relative_error(got, want)
+    try:
+        from torch._dynamo.utils import compile_times
+
+        headers, values = compile_times(repr="csv", aggregate=True)
+        marks["compile_times"] = dict(zip(headers, values))
+    except Exception as e:  # a profile aid, not a result: never fail the phase
+        marks["compile_times"] = {"error": repr(e)}
 
     times = []
     for _ in range(10):
@@ -102,6 +121,7 @@ def run_phase(model_name: str, remote: str) -> dict:
         "step_ms": sorted(times)[len(times) // 2] * 1000,
         "max_rel_error": error,
         "correct": error <= workload.tolerance,
+        "marks": marks,
         "inductor": {k: v for k, v in counters["inductor"].items() if "cache" in k},
         "aot_autograd": {k: v for k, v in counters["aot_autograd"].items() if "cache" in k},
     }
@@ -112,8 +132,9 @@ def run_phase(model_name: str, remote: str) -> dict:
     return result
 
 
-def phase_env(remote: str, dirs: Path, rank: int | None = None) -> dict:
+def phase_env(remote: str, dirs: Path, rank: int | None = None, extra: dict | None = None) -> dict:
     env = dict(os.environ)
+    env.update(extra or {})
     env["TORCHINDUCTOR_CACHE_DIR"] = str(dirs / "inductor")
     env["TRITON_CACHE_DIR"] = str(dirs / "triton")
     env["PYTHONUNBUFFERED"] = "1"
@@ -124,10 +145,12 @@ def phase_env(remote: str, dirs: Path, rank: int | None = None) -> dict:
     return env
 
 
-def spawn_phase(model: str, remote: str, dirs: Path, rank: int | None = None) -> subprocess.Popen:
+def spawn_phase(
+    model: str, remote: str, dirs: Path, rank: int | None = None, extra: dict | None = None
+) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, str(Path(__file__).resolve()), "phase", model, remote],
-        env=phase_env(remote, dirs, rank),
+        env=phase_env(remote, dirs, rank, extra),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -142,15 +165,20 @@ def finish(proc: subprocess.Popen, label: str) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def phase(model: str, remote: str, dirs: Path, label: str) -> dict:
+def phase(model: str, remote: str, dirs: Path, label: str, extra: dict | None = None) -> dict:
     t = time.monotonic()
-    result = finish(spawn_phase(model, remote, dirs), label)
+    result = finish(spawn_phase(model, remote, dirs, extra=extra), label)
     result["process_s"] = time.monotonic() - t
     result["phase"] = label
     hits = result["inductor"].get("fxgraph_cache_hit", 0)
     misses = result["inductor"].get("fxgraph_cache_miss", 0)
+    ks = result.get("kcache", {})
+    trips = {k[len("requests.") :]: v for k, v in ks.items() if k.startswith("requests.")}
+    trip_ms = sum(v for k, v in ks.items() if k.startswith("request_ms."))
     print(
-        f"  {label:<20} ready {result['ready_s']:7.2f} s   FX hits/misses {hits}/{misses}   "
+        f"  {label:<28} ready {result['ready_s']:7.2f} s  setup {result['setup_s']:5.2f} s  "
+        f"FX hits/misses {hits}/{misses}  round trips {trips} {trip_ms:.0f} ms  "
+        f"prefetch hits {ks.get('prefetch_hits', 0)}  "
         f"max rel err {result['max_rel_error']:.1e} {'ok' if result['correct'] else 'WRONG'}",
         flush=True,
     )
@@ -170,26 +198,44 @@ def median_of(runs: list[dict]) -> dict:
     return chosen
 
 
-def bench_models(names: list[str], root: Path, repeat: int) -> list[dict]:
+NO_PREFETCH = {"KCACHE_TORCH_PREFETCH": "0"}
+
+
+def bench_models(names: list[str], root: Path, repeat: int, redis: bool, profile_dir: Path | None) -> list[dict]:
     rows = []
     for name in names:
         print(f"== {name}", flush=True)
         d = root / name
-        results = {
-            "cold, Redis on": phase(name, "redis", d / "B", "cold, Redis on"),
-            "fresh node, Redis": phase(name, "redis", d / "C", "fresh node, Redis"),
-            "cold, kcache on": phase(name, "kcache", d / "A", "cold, kcache on"),
-        }
+        results = {}
+        if redis:
+            results["cold, Redis on"] = phase(name, "redis", d / "B", "cold, Redis on")
+            results["fresh node, Redis"] = phase(name, "redis", d / "C", "fresh node, Redis")
+        results["cold, kcache on"] = phase(name, "kcache", d / "A", "cold, kcache on")
         # The anchor and the goal, `repeat` times each, alternating: the same
         # job restarted on the same node (its settings, its local dirs; the
         # remote-cache switches are part of Inductor's FX key), and a fresh
-        # node (new empty dirs each time) through kcache.
-        warm, fresh = [], []
+        # node (new empty dirs each time) through kcache, without and with
+        # the run manifest's prefetch (the cold run wrote the manifest).
+        warm, fresh, prefetched = [], [], []
         for i in range(repeat):
             warm.append(phase(name, "kcache", d / "A", "warm, same node"))
-            fresh.append(phase(name, "kcache", d / f"D{i}", "fresh node, kcache"))
+            fresh.append(phase(name, "kcache", d / f"D{i}", "fresh node, kcache", NO_PREFETCH))
+            prefetched.append(phase(name, "kcache", d / f"E{i}", "fresh node, kcache+prefetch"))
         results["warm, same node"] = median_of(warm)
         results["fresh node, kcache"] = median_of(fresh)
+        results["fresh node, kcache+prefetch"] = median_of(prefetched)
+        if profile_dir is not None:
+            # One more round under cProfile (slower: its times are not in the table).
+            profile_dir.mkdir(parents=True, exist_ok=True)
+            profiled = [
+                ("warm", d / "A", {}),
+                ("fresh", d / "P1", NO_PREFETCH),
+                ("fresh-prefetch", d / "P2", {}),
+            ]
+            for tag, dirs, extra in profiled:
+                out = profile_dir / f"{name}-{tag}.prof"
+                r = phase(name, "kcache", dirs, f"profiled {tag}", {**extra, "KCACHE_BENCH_PROFILE": str(out)})
+                (profile_dir / f"{name}-{tag}.json").write_text(json.dumps(r, indent=1))
         anchor = results["warm, same node"]
         for label, r in results.items():
             r["vs_warm"] = anchor["ready_s"] / r["ready_s"]
@@ -285,6 +331,8 @@ def main() -> None:
     m.add_argument("--models", default="resnet50,gpt2,mlp")
     m.add_argument("--repeat", type=int, default=3, help="runs of the warm and fresh-node phases")
     m.add_argument("--json")
+    m.add_argument("--no-redis", action="store_true", help="skip the PyTorch Redis phases")
+    m.add_argument("--profile-dir", help="one more round under cProfile; .prof and .json per phase here")
     r = sub.add_parser("ranks")
     r.add_argument("--ranks", type=int, default=4)
     r.add_argument("--json")
@@ -296,7 +344,8 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="kcache-torch-bench-"))
     try:
         if args.command == "models":
-            rows = bench_models(args.models.split(","), root, args.repeat)
+            profile_dir = Path(args.profile_dir) if args.profile_dir else None
+            rows = bench_models(args.models.split(","), root, args.repeat, not args.no_redis, profile_dir)
             print_models_table(rows)
         else:
             rows = bench_ranks(args.ranks, root)

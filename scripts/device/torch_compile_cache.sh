@@ -7,6 +7,7 @@
 #                                                          redis-server and the redis
 #                                                          wheel -> .device/torch
 #   scripts/device/torch_compile_cache.sh run models [--models resnet50,mlp]
+#                                          [--no-redis] [--repeat 3] [--profile-dir "$OUT/prof"]
 #   scripts/device/torch_compile_cache.sh run ranks [--ranks 4]
 #
 # The GPU machine has PyTorch, Triton, torchvision and transformers but no
@@ -59,7 +60,10 @@ case "${1:-}" in
     pids+=($!)
     for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
     [ -s "$work/port" ] || { cat "$work/kcached.log"; exit 1; }
-    python3 -m pip install -q --no-index --no-deps --target "$work/site" "$pack"/whl/*.whl
+    # Without the wheel (a pack for --no-redis runs) PyTorch's Redis phases cannot run.
+    if compgen -G "$pack/whl/*.whl" >/dev/null; then
+      python3 -m pip install -q --no-index --no-deps --target "$work/site" "$pack"/whl/*.whl
+    fi
     export PYTHONPATH="$work/site:$PWD/client/python${PYTHONPATH:+:$PYTHONPATH}"
     export KCACHE_URL="http://127.0.0.1:$(cat "$work/port")" KCACHE_NAMESPACE=bench
     export KCACHE_LIBRARY="$PWD/$pack/lib/libkcache.so"
