@@ -272,11 +272,19 @@ std::optional<Job> JobManager::find(const std::string& id) const {
 }
 
 void JobManager::enable_cluster(const ClusterConfig& cluster, const storage::RedisOptions& redis) {
-  cluster_ = std::make_unique<ClusterJobs>(config_, cluster, redis,
-                                           ClusterJobs::Parts{*runner_, publisher_, metrics_.ok,
-                                                              metrics_.failed, metrics_.cancelled,
-                                                              metrics_.compile_seconds},
-                                           metrics_.registry);
+  ClusterJobs::Parts parts{
+      *runner_,
+      publisher_,
+      metrics_.ok,
+      metrics_.failed,
+      metrics_.cancelled,
+      metrics_.compile_seconds,
+      {cachekey::detect_cpu().arch, host_tuning_class_, host_gpu_tuning_class_},
+      [this](const Job& search, const std::stop_token& cancel) {
+        return run_cluster_search(search, cancel);
+      }};
+  cluster_ =
+      std::make_unique<ClusterJobs>(config_, cluster, redis, std::move(parts), metrics_.registry);
 }
 
 std::optional<std::size_t> JobManager::queue_position(const std::string& id) const {

@@ -8,9 +8,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <future>
+
 namespace kcache::service {
 
-SubmitResult JobManager::submit_autotune(const Submission& submission) {
+SubmitResult JobManager::submit_autotune(const Submission& submission, bool from_cluster) {
   auto parsed = AutotuneCoordinator::parse(submission.spec_json);
   if (!parsed) {
     return {SubmitStatus::kInvalid, std::nullopt, parsed.error()};
@@ -30,18 +32,18 @@ SubmitResult JobManager::submit_autotune(const Submission& submission) {
   // the driver API.
   const std::string& host_class =
       parsed->device == "cuda" ? host_gpu_tuning_class_ : host_tuning_class_;
-  if (host_class.empty()) {
+  // In cluster mode a search goes to a node of its tuning class (the
+  // stream autotune/<backend>/<tuning class>), this one or another.
+  const std::string tuning_class =
+      cluster_ && !submission.tuning_class.empty() ? submission.tuning_class : host_class;
+  if (tuning_class.empty()) {
     return {SubmitStatus::kUnavailable, std::nullopt,
             "autotune: no GPU on this kcached's host to benchmark CUDA variants on"};
   }
   // Variants are timed here: a request for other hardware belongs to a node
   // of that tuning class.
-  if (!submission.tuning_class.empty() && submission.tuning_class != host_class) {
-    return {SubmitStatus::kUnavailable, std::nullopt,
-            "autotune: this kcached benchmarks on " + host_class + ", not " +
-                submission.tuning_class};
-  }
-  const std::string& tuning_class = host_class;
+  const bool here = tuning_class == host_class &&
+                    (submission.tuning_class.empty() || submission.tuning_class == host_class);
   const std::string search_key =
       AutotuneCoordinator::search_key(*template_key, *parsed, tuning_class);
   const std::string key = submission.key.empty() ? search_key : submission.key;
@@ -56,6 +58,24 @@ SubmitResult JobManager::submit_autotune(const Submission& submission) {
   job.tuning_class = tuning_class;
   job.progress_total = 2 * parsed->space.variants.size();
   job.submitter = submission.submitter;
+  if (cluster_ && !from_cluster) {
+    bool local = false; // one queued here while Redis was down: join it here
+    {
+      std::lock_guard lock(mu_);
+      local = table_.active(search_key) != nullptr || stopping_;
+    }
+    if (!local) {
+      if (auto queued = cluster_->submit(job, key)) {
+        return std::move(*queued);
+      }
+    }
+    // Redis cannot be asked: fail open, but only on this node's own hardware.
+  }
+  if (!here) {
+    return {SubmitStatus::kUnavailable, std::nullopt,
+            "autotune: this kcached benchmarks on " + host_class + ", not " +
+                submission.tuning_class};
+  }
   // Its variant compiles and the reference's count against the queue and the
   // quota now, all of them: a search that does not fit is refused whole (a
   // search compiled in batches would hold its slot, and the client would not
@@ -64,7 +84,8 @@ SubmitResult JobManager::submit_autotune(const Submission& submission) {
   SubmitResult admitted;
   {
     std::lock_guard lock(mu_);
-    admitted = admit_locked(std::move(job), key, /*queue_now=*/false, /*force=*/false, children);
+    // One the cluster handed this node is run, whatever the local bounds.
+    admitted = admit_locked(std::move(job), key, /*queue_now=*/false, from_cluster, children);
   }
   if (admitted.status == SubmitStatus::kQueued) {
     begin_autotune(admitted.job->id);
@@ -211,6 +232,77 @@ void JobManager::run_autotune(const std::string& id, const std::stop_token& canc
   }
   for (auto& [done, job] : callbacks) {
     done(std::move(job));
+  }
+}
+
+Job JobManager::run_cluster_search(const Job& search, const std::stop_token& cancel) {
+  Job out = search;
+  out.spec_json.clear();
+  Submission submission;
+  submission.spec_json = search.spec_json;
+  submission.priority = search.priority;
+  submission.tuning_class = search.tuning_class;
+  submission.submitter = search.submitter;
+  for (const std::string& k : search.keys) {
+    if (k != search.compile_key) {
+      submission.key = k; // the submitter's key; joined ones are linked by ClusterJobs
+      break;
+    }
+  }
+  SubmitResult admitted = submit_autotune(submission, /*from_cluster=*/true);
+  if (admitted.status == SubmitStatus::kCached) {
+    out.state = JobState::kSucceeded;
+    out.progress_done = out.progress_total;
+    return out;
+  }
+  if (!admitted.job ||
+      (admitted.status != SubmitStatus::kQueued && admitted.status != SubmitStatus::kJoined)) {
+    out.state = JobState::kFailed;
+    out.error_code =
+        admitted.status == SubmitStatus::kInvalid ? JobError::kInvalidSpec : JobError::kInternal;
+    out.error_message = admitted.message;
+    return out;
+  }
+  const std::string local = admitted.job->id;
+  bool cancel_asked = false;
+  for (;;) {
+    std::promise<std::optional<Job>> answer;
+    auto answered = answer.get_future();
+    wait(local, Clock::now() + std::chrono::seconds(1),
+         [&answer](std::optional<Job> job) { answer.set_value(std::move(job)); });
+    const std::optional<Job> now = answered.get();
+    bool stopping = false;
+    {
+      std::lock_guard lock(mu_);
+      stopping = stopping_;
+    }
+    if (now && now->finished()) {
+      out.state = now->state;
+      out.error_code = now->error_code;
+      out.error_message = now->error_message;
+      out.log = now->log;
+      out.output_size = now->output_size;
+      out.compile_ms = now->compile_ms;
+      out.progress_done = now->progress_done;
+      out.attempts = search.attempts;
+      return out;
+    }
+    if (stopping) {
+      out.state = JobState::kQueued; // unfinished: left for a node to reclaim
+      return out;
+    }
+    if (!now) {
+      out.state = JobState::kFailed;
+      out.error_code = JobError::kInternal;
+      out.error_message = "the local search vanished";
+      return out;
+    }
+    if (cancel.stop_requested() && !cancel_asked) {
+      // Asked here, not in a stop_callback: ClusterJobs requests the stop
+      // under its own lock, which cancel() may need.
+      (void)this->cancel(local);
+      cancel_asked = true;
+    }
   }
 }
 

@@ -20,12 +20,12 @@ constexpr std::chrono::milliseconds kTakeBlock{1000};
 constexpr std::chrono::milliseconds kPollEvery{250};
 constexpr std::chrono::milliseconds kRetryAfterError{500};
 
-std::vector<std::string> backends_of(const JobRunner& runner) {
-  std::vector<std::string> out;
+std::vector<std::string> capabilities_of(const JobRunner& runner, const NodeHardware& hardware) {
+  std::vector<compiler::Backend> backends;
   for (const auto& [backend, toolchain] : runner.toolchains()) {
-    out.emplace_back(compiler::backend_name(backend));
+    backends.push_back(backend);
   }
-  return out;
+  return node_capabilities(backends, hardware);
 }
 
 } // namespace
@@ -33,11 +33,13 @@ std::vector<std::string> backends_of(const JobRunner& runner) {
 ClusterJobs::ClusterJobs(const JobsConfig& jobs, const ClusterConfig& cluster,
                          const storage::RedisOptions& redis, Parts parts, MetricsRegistry& metrics)
     : jobs_(jobs), cluster_(cluster), parts_(parts), redis_(storage::RedisClient::create(redis)),
-      queue_(*redis_, ClusterQueueOptions{cluster.node_id, backends_of(parts.runner),
-                                          cluster.visibility_timeout, std::chrono::hours(24),
-                                          std::chrono::duration_cast<std::chrono::milliseconds>(
-                                              jobs.negative_ttl),
-                                          redis.cluster}),
+      queue_(*redis_,
+             ClusterQueueOptions{
+                 cluster.node_id, capabilities_of(parts.runner, parts.hardware),
+                 parts.hardware.cpu_arch, cluster.heartbeat * 3, cluster.visibility_timeout,
+                 std::chrono::hours(24),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(jobs.negative_ttl),
+                 redis.cluster}),
       reclaimed_(metrics.counter("kcache_cluster_jobs_reclaimed_total",
                                  "Cluster jobs taken over from a stalled or dead node")) {
   metrics.describe("kcache_cluster_queue_depth", "gauge",
@@ -55,13 +57,21 @@ ClusterJobs::ClusterJobs(const JobsConfig& jobs, const ClusterConfig& cluster,
                                                   cv_.notify_all();
                                                 }
                                               });
+  // Before the first take: a submission right after start finds this node.
+  if (auto ok = queue_.advertise(); !ok) {
+    spdlog::warn("cluster mode: advertising this node's capabilities: {}", ok.error().message);
+  }
   for (unsigned i = 0; i < jobs.workers; ++i) {
     threads_.emplace_back([this](const std::stop_token& stop) { take_loop(stop); });
   }
   threads_.emplace_back([this](const std::stop_token& stop) { heartbeat_loop(stop); });
   threads_.emplace_back([this](const std::stop_token& stop) { waiter_loop(stop); });
-  spdlog::info("cluster mode: node {} serves {} jobs (heartbeat {} ms, visibility timeout {} ms)",
-               cluster.node_id, backends_of(parts.runner).size(), cluster.heartbeat.count(),
+  std::string served;
+  for (const std::string& c : queue_.capabilities()) {
+    served += (served.empty() ? "" : ", ") + c;
+  }
+  spdlog::info("cluster mode: node {} serves {} (heartbeat {} ms, visibility timeout {} ms)",
+               cluster.node_id, served, cluster.heartbeat.count(),
                cluster.visibility_timeout.count());
 }
 
@@ -188,7 +198,11 @@ void ClusterJobs::take_loop(const std::stop_token& stop) {
     if (stop.stop_requested()) {
       return; // left unacked: another node reclaims it
     }
-    run(**claim);
+    if ((*claim)->job.kind == JobKind::kAutotune) {
+      run_search(**claim);
+    } else {
+      run(**claim);
+    }
   }
 }
 
@@ -344,6 +358,73 @@ void ClusterJobs::heartbeat_loop(const std::stop_token& stop) {
   while (!stop.stop_requested()) {
     sleep(stop, cluster_.heartbeat);
     if (stop.stop_requested()) {
+void ClusterJobs::run_search(const RedisJobQueue::Claim& claim) {
+  const std::string id = claim.job.id;
+  std::stop_source cancel;
+  {
+    std::lock_guard lock(mu_);
+    running_.emplace(id, Running{claim, cancel, false});
+  }
+  Job job;
+  if (claim.job.attempts > jobs_.max_attempts || !parts_.autotune) {
+    job = claim.job;
+    job.spec_json.clear();
+    job.state = JobState::kFailed;
+    job.error_code = JobError::kInternal;
+    job.error_message = parts_.autotune
+                            ? "the search was claimed " + std::to_string(claim.job.attempts) +
+                                  " times (its nodes died or stalled) and is not retried"
+                            : "this kcached runs no autotune searches";
+  } else {
+    job = parts_.autotune(claim.job, cancel.get_token());
+  }
+  bool lost = false;
+  bool stopping = false;
+  {
+    std::lock_guard lock(mu_);
+    const auto r = running_.find(id);
+    lost = r->second.lost;
+    running_.erase(r);
+    stopping = stopping_;
+  }
+  const bool succeeded = job.state == JobState::kSucceeded;
+  lost = lost || (succeeded && queue_.renew(claim) == RedisJobQueue::Renewal::kLost);
+  // Unfinished: this node stops; the entry is left for another to reclaim.
+  if (lost || !job.finished() || (job.state == JobState::kCancelled && stopping)) {
+    spdlog::warn("cluster search {}: {}", id,
+                 lost ? "its claim was taken over; not marking it" : "left to the cluster");
+    return;
+  }
+  if (succeeded) {
+    // The local search published under the keys its entry carried; keys of
+    // submissions that joined since are linked to the same record.
+    auto sealed = queue_.seal(claim);
+    if (sealed && !*sealed) {
+      spdlog::warn("cluster search {}: its claim was taken over; not marking it", id);
+      return;
+    }
+    std::set<std::string> keys(job.keys.begin(), job.keys.end());
+    for (const std::string& k : sealed ? **sealed : std::vector<std::string>()) {
+      if (!keys.contains(k) && parts_.publisher.cached(k, job.compile_key)) {
+        keys.insert(k);
+      }
+    }
+    job.keys.assign(keys.begin(), keys.end());
+  }
+  job.finished_ms = protocol::unix_now_ms();
+  auto written = queue_.finish(claim, job);
+  if (!written) {
+    spdlog::error("cluster search {}: writing its final state: {}", id, written.error().message);
+  }
+  spdlog::info("cluster search {} {} on tuning class {}{}{}", id, job_state_name(job.state),
+               job.tuning_class, job.error_message.empty() ? "" : ": ", job.error_message);
+  {
+    std::lock_guard lock(mu_);
+    poke_ = true;
+  }
+  cv_.notify_all();
+}
+
       return;
     }
     std::vector<RedisJobQueue::Claim> claims;
@@ -374,6 +455,7 @@ void ClusterJobs::heartbeat_loop(const std::stop_token& stop) {
       depth_ = *depth;
     }
   }
+    (void)queue_.advertise(); // a Redis error: the next beat tries again
 }
 
 void ClusterJobs::waiter_loop(const std::stop_token& stop) {

@@ -5,6 +5,7 @@
 #include "job_queue_redis_scripts.h"
 
 #include <kcache/protocol/clock.h>
+#include <kcache/service/job_capability.h>
 #include <kcache/service/job_queue_redis.h>
 
 #include <spdlog/spdlog.h>
@@ -44,13 +45,17 @@ using redis_queue::to_int;
 RedisJobQueue::RedisJobQueue(storage::RedisClient& redis, ClusterQueueOptions options)
     : redis_(redis), options_(std::move(options)) {}
 
-std::string RedisJobQueue::stream(const std::string& backend, int priority) const {
+std::string RedisJobQueue::stream(const std::string& capability, int priority) const {
   const char* band = priority > 0 ? "high" : priority < 0 ? "low" : "normal";
-  return redis_.key("q:{" + backend + "}:" + band);
+  return redis_.key("q:{" + capability + "}:" + band);
 }
 
-std::vector<std::string> RedisJobQueue::streams(const std::string& backend) const {
-  return {stream(backend, 1), stream(backend, 0), stream(backend, -1)};
+std::vector<std::string> RedisJobQueue::streams(const std::string& capability) const {
+  return {stream(capability, 1), stream(capability, 0), stream(capability, -1)};
+}
+
+std::string RedisJobQueue::advert_key(const std::string& capability) const {
+  return redis_.key("cap:{" + capability + "}");
 }
 
 std::string RedisJobQueue::job_key(const std::string& id) const {
@@ -138,7 +143,8 @@ Result<SubmitResult> RedisJobQueue::submit(const Job& job, const std::string& ke
     (void)release_single_flight(job.compile_key, job.id);
     return not_ours(std::move(*instead));
   }
-  const std::string entry_stream = stream(job.backend, job.priority);
+  const std::string capability = job_capability(job, options_.cpu_arch);
+  const std::string entry_stream = stream(capability, job.priority);
   auto added =
       redis_.run(entry_stream, {"XADD", entry_stream, "*", "job", job_to_json(stored, true)});
   if (!added || added->is_error()) {
@@ -151,6 +157,14 @@ Result<SubmitResult> RedisJobQueue::submit(const Job& job, const std::string& ke
       index, {{"ZADD", index, std::to_string(stored.submitted_ms), stored.id},
               {"ZREMRANGEBYSCORE", index, "-inf", std::to_string(now - options_.job_ttl.count())}});
   (void)redis_.publish(events_channel(), "job " + job.id + " queued");
+  // It stays queued either way: a node of its capability may join later.
+  if (auto serving = live_nodes(capability); serving && *serving == 0) {
+    const std::string wanted = capability_wanted(job, options_.cpu_arch);
+    spdlog::info("cluster job {} queued for {}: no live node serves it yet", job.id, capability);
+    return SubmitResult{SubmitStatus::kQueued, stored,
+                        "queued in the cluster; waiting for " + wanted + " (no live node serves " +
+                            capability + ")"};
+  }
   return SubmitResult{SubmitStatus::kQueued, stored, "queued in the cluster"};
 }
 
@@ -286,8 +300,8 @@ Result<std::vector<Job>> RedisJobQueue::list(std::optional<JobState> state, std:
 
 Result<std::size_t> RedisJobQueue::depth() {
   std::size_t total = 0;
-  for (const std::string& backend : options_.backends) {
-    const std::vector<std::string> names = streams(backend);
+  for (const std::string& capability : options_.capabilities) {
+    const std::vector<std::string> names = streams(capability);
     std::vector<storage::RedisCommand> lens;
     lens.reserve(names.size());
     for (const std::string& name : names) {
@@ -302,6 +316,33 @@ Result<std::size_t> RedisJobQueue::depth() {
     }
   }
   return total;
+}
+
+Result<void> RedisJobQueue::advertise() {
+  const std::int64_t now = protocol::unix_now_ms();
+  const std::string cutoff = "(" + std::to_string(now - options_.advertise_ttl.count());
+  for (const std::string& capability : options_.capabilities) {
+    const std::string set = advert_key(capability);
+    auto done =
+        redis_.pipeline(set, {{"ZADD", set, std::to_string(now), options_.node_id},
+                              {"ZREMRANGEBYSCORE", set, "-inf", cutoff},
+                              {"PEXPIRE", set, std::to_string(options_.advertise_ttl.count())}});
+    if (!done) {
+      return tl::unexpected(done.error());
+    }
+  }
+  return {};
+}
+
+Result<std::size_t> RedisJobQueue::live_nodes(const std::string& capability) {
+  const std::string set = advert_key(capability);
+  const std::int64_t now = protocol::unix_now_ms();
+  auto count = redis_.run(
+      set, {"ZCOUNT", set, "(" + std::to_string(now - options_.advertise_ttl.count()), "+inf"});
+  if (!count) {
+    return tl::unexpected(count.error());
+  }
+  return count->type == RedisReply::Type::kInteger ? static_cast<std::size_t>(count->integer) : 0;
 }
 
 std::size_t RedisJobQueue::backlog() const {

@@ -116,8 +116,11 @@ Result<std::optional<RedisJobQueue::Claim>> RedisJobQueue::take(std::chrono::mil
     return c;
   }
   const std::set<std::string> none;
-  for (const std::string& backend : options_.backends) {
-    for (const std::string& name : streams(backend)) {
+  // Bands highest first across every capability: a high-priority job of one
+  // capability goes before a normal one of another.
+  for (int priority : {1, 0, -1}) {
+    for (const std::string& capability : options_.capabilities) {
+      const std::string name = stream(capability, priority);
       if (auto ok = ensure_group(name); !ok) {
         return tl::unexpected(ok.error());
       }
@@ -141,7 +144,7 @@ Result<std::optional<RedisJobQueue::Claim>> RedisJobQueue::take(std::chrono::mil
       }
     }
   }
-  if (options_.backends.empty()) {
+  if (options_.capabilities.empty()) {
     return std::optional<Claim>();
   }
   // Nothing waiting: block until an entry comes. On a standalone Redis one
@@ -151,14 +154,14 @@ Result<std::optional<RedisJobQueue::Claim>> RedisJobQueue::take(std::chrono::mil
   std::vector<std::string> names;
   if (!options_.redis_cluster && !cross_slot_.load()) {
     for (int priority : {1, 0, -1}) {
-      for (const std::string& backend : options_.backends) {
-        names.push_back(stream(backend, priority));
+      for (const std::string& capability : options_.capabilities) {
+        names.push_back(stream(capability, priority));
       }
     }
   } else {
-    names = streams(options_.backends[turn_++ % options_.backends.size()]);
+    names = streams(options_.capabilities[turn_++ % options_.capabilities.size()]);
     block = std::max(std::chrono::milliseconds(50),
-                     block / static_cast<std::int64_t>(options_.backends.size()));
+                     block / static_cast<std::int64_t>(options_.capabilities.size()));
   }
   storage::RedisCommand command{"XREADGROUP", "GROUP", kGroup,  options_.node_id,
                                 "COUNT",      "1",     "BLOCK", std::to_string(block.count()),
@@ -187,8 +190,8 @@ Result<std::optional<RedisJobQueue::Claim>> RedisJobQueue::take(std::chrono::mil
 
 Result<std::size_t> RedisJobQueue::reclaim(const std::set<std::string>& running) {
   std::size_t before = backlog();
-  for (const std::string& backend : options_.backends) {
-    for (const std::string& name : streams(backend)) {
+  for (const std::string& capability : options_.capabilities) {
+    for (const std::string& name : streams(capability)) {
       if (auto ok = ensure_group(name); !ok) {
         return tl::unexpected(ok.error());
       }

@@ -202,9 +202,7 @@ NodeInfo Service::node_snapshot(const std::string& id) const {
                                         : config_.listen.substr(0, config_.listen.rfind(':') + 1) +
                                               std::to_string(server_->tcp_port());
   if (jobs_) {
-    for (const auto& [backend, toolchain] : jobs_->toolchains()) {
-      node.capabilities.emplace_back(compiler::backend_name(backend));
-    }
+    node.capabilities = jobs_->cluster_capabilities(); // the job streams it reads
     const JobCounts counts = jobs_->counts();
     node.workers = counts.workers;
     node.queued = counts.queued;

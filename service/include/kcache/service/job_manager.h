@@ -86,6 +86,11 @@ public:
   // queue every node serves, and this node's workers take from it too; a
   // submission Redis cannot take is queued here. Call once, before serving.
   void enable_cluster(const ClusterConfig& cluster, const storage::RedisOptions& redis);
+  // The capabilities this node serves in cluster mode (job_capability.h);
+  // empty outside it.
+  std::vector<std::string> cluster_capabilities() const {
+    return cluster_ ? cluster_->capabilities() : std::vector<std::string>();
+  }
 
   // Stops taking jobs, answers every waiter, kills running compiles (they stay
   // in the journal as queued and run after a restart) and joins the threads.
@@ -120,7 +125,11 @@ private:
   std::optional<SubmitResult> lookup_cached(const std::string& key, const std::string& compile_key);
 
   // Autotune glue (job_manager_autotune.cpp) around autotune_.
-  SubmitResult submit_autotune(const Submission& submission);
+  // from_cluster: a search the cluster queue handed this node (Parts::autotune
+  // of ClusterJobs) runs here, past the local queue's bounds.
+  SubmitResult submit_autotune(const Submission& submission, bool from_cluster = false);
+  // Runs a cluster search as a local one and waits for it: the cluster job as it ended.
+  Job run_cluster_search(const Job& search, const std::stop_token& cancel);
   // Parses the job's search and admits its variant compiles (the job fails
   // when the search is unusable).
   void begin_autotune(const std::string& id);

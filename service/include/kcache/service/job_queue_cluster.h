@@ -2,12 +2,16 @@
 // Cluster mode's side of JobManager (issue 15): compile jobs on the Redis
 // Streams queue (job_queue_redis.h) that every kcached of the cluster serves.
 // It has its own threads, which block on Redis outside JobManager's lock:
-//   takers (one per worker)  take a job any node submitted, compile it
+//   takers (one per worker)  take a job any node submitted, of a capability
+//                            this node serves (job_capability.h), compile it
 //                            through JobManager's runner, publish it through
 //                            its publisher (every tier, every key), then
-//                            write the final state (fenced) and ack
+//                            write the final state (fenced) and ack; an
+//                            autotune search runs as a local search of
+//                            JobManager's (Parts::autotune)
 //   heartbeat                renews the claims this node runs, reclaims the
-//                            entries of stalled or dead nodes, samples depth
+//                            entries of stalled or dead nodes, advertises
+//                            this node's capabilities, samples depth
 //   waiter                   answers long-polls of jobs that live in Redis:
 //                            woken by "job <id> <state>" on <ns>:events, and
 //                            polling every 250 ms when pub/sub is silent
@@ -15,6 +19,7 @@
 // JobManager then queues the submission locally as in single-node mode.
 
 #include <kcache/service/config.h>
+#include <kcache/service/job_capability.h>
 #include <kcache/service/job_intake.h>
 #include <kcache/service/job_publisher.h>
 #include <kcache/service/job_queue_redis.h>
@@ -44,6 +49,11 @@ public:
     JobPublisher& publisher;
     Counter &ok, &failed, &cancelled;
     Histogram& compile_seconds;
+    NodeHardware hardware; // with the runner's backends: the capabilities served
+    // Runs a search this node took, on this node, to its end (or until
+    // `cancel`): the cluster job with its final state, log and size; left
+    // unfinished when this node shuts down meanwhile.
+    std::function<Job(const Job& search, const std::stop_token& cancel)> autotune;
   };
   ClusterJobs(const JobsConfig& jobs, const ClusterConfig& cluster,
               const storage::RedisOptions& redis, Parts parts, MetricsRegistry& metrics);
@@ -61,6 +71,8 @@ public:
             std::function<void(std::optional<Job>)> done);
   std::vector<Job> list(std::optional<JobState> state, std::size_t limit);
   std::size_t running() const;
+  // What this node serves: the streams it reads.
+  const std::vector<std::string>& capabilities() const { return queue_.capabilities(); }
 
   // Stops taking jobs and joins the threads: running compiles are killed and
   // left unacked (another node reclaims them after the visibility timeout);
@@ -77,6 +89,7 @@ private:
   };
   void take_loop(const std::stop_token& stop);
   void run(const RedisJobQueue::Claim& claim);
+  void run_search(const RedisJobQueue::Claim& claim);
   compiler::WorkerOutcome compile(const RedisJobQueue::Claim& claim,
                                   const compiler::CompileSpec& spec, const std::stop_token& cancel);
   void heartbeat_loop(const std::stop_token& stop);

@@ -6,12 +6,19 @@
 // drives it. Thread-safe as RedisClient is.
 //
 // Keys, all under the store namespace <ns>:
-//   <ns>:q:{<backend>}:<band>   a stream per capability and priority band
-//                               (high, normal, low; one hash tag, so one
-//                               blocking XREADGROUP reads all three), group
-//                               "kcache", consumer = node id; an entry holds
-//                               the job's JSON with its spec; acked and
-//                               deleted once the job's final state is written
+//   <ns>:q:{<capability>}:<band>
+//                               a stream per capability (job_capability.h:
+//                               "cpp/x86_64", "autotune/cpp/<tuning class>")
+//                               and priority band (high, normal, low; one
+//                               hash tag, so one blocking XREADGROUP reads
+//                               all three), group "kcache", consumer = node
+//                               id; an entry holds the job's JSON with its
+//                               spec; acked and deleted once the job's final
+//                               state is written. A node reads only the
+//                               streams of the capabilities it serves.
+//   <ns>:cap:{<capability>}     sorted set: the ids of the nodes serving it,
+//                               scored by their last heartbeat (unix ms): a
+//                               submission nobody live serves says it waits
 //   <ns>:job:{<id>}             hash: state, job (JSON without the spec),
 //                               node, attempts, token (fencing: +1 per claim),
 //                               started_ms, sealed, cancel; TTL job_ttl
@@ -43,7 +50,10 @@ namespace kcache::service {
 
 struct ClusterQueueOptions {
   std::string node_id;
-  std::vector<std::string> backends; // the capabilities: streams this node reads
+  std::vector<std::string> capabilities; // job_capability.h: the streams this node reads
+  std::string cpu_arch;                  // a native compile's target class
+  // A node's advertisement counts as live this long after its heartbeat.
+  std::chrono::milliseconds advertise_ttl{15000};
   std::chrono::milliseconds visibility_timeout{30000};
   std::chrono::milliseconds job_ttl{std::chrono::hours(24)};
   std::chrono::milliseconds negative_ttl{60000};
@@ -57,7 +67,8 @@ public:
   RedisJobQueue(storage::RedisClient& redis, ClusterQueueOptions options);
 
   // A new compile job (id, compile key, spec, keys as JobIntake made them):
-  // kQueued, or kJoined to the job of the same compile key anywhere in the
+  // kQueued (its message says when no live node serves its capability
+  // yet: it waits for one), or kJoined to the job of the same compile key anywhere in the
   // cluster (`key` is added to its keys), or kFailedRecently (the same spec
   // failed within the negative TTL), or kCached with `job` unset when the
   // job it would join has published already (the caller links its key).
@@ -109,13 +120,20 @@ public:
   storage::Result<std::vector<Job>> list(std::optional<JobState> state, std::size_t limit);
   // Entries waiting or running in this node's streams.
   storage::Result<std::size_t> depth();
+  // Heartbeat: this node serves its capabilities (and drops nodes silent
+  // past advertise_ttl from each capability's set).
+  storage::Result<void> advertise();
+  // How many nodes served `capability` within advertise_ttl.
+  storage::Result<std::size_t> live_nodes(const std::string& capability);
+  const std::vector<std::string>& capabilities() const { return options_.capabilities; }
 
   std::string events_channel() const { return redis_.key("events"); }
   std::size_t backlog() const;
 
 private:
-  std::string stream(const std::string& backend, int priority) const;
-  std::vector<std::string> streams(const std::string& backend) const; // highest band first
+  std::string stream(const std::string& capability, int priority) const;
+  std::vector<std::string> streams(const std::string& capability) const; // highest band first
+  std::string advert_key(const std::string& capability) const;
   std::string job_key(const std::string& id) const;
   std::string keys_key(const std::string& id) const;
   storage::Result<void> ensure_group(const std::string& stream);
