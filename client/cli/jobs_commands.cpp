@@ -317,8 +317,17 @@ int cmd_submit(Cli& cli) {
   if (int rc = read_spec(cli, cli.flags.count("pack-headers") != 0, spec); rc != kOk) {
     return rc;
   }
-  auto submitted =
-      cli.client->submit(cli.option("key"), spec, std::atoi(cli.option("priority", "0").c_str()));
+  // A kc1- key's manifest: the key is then in the manifest's namespace (issue 14).
+  std::string manifest;
+  if (const std::string path = cli.option("manifest"); !path.empty()) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      return usage_error("cannot read " + path);
+    }
+    manifest.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  auto submitted = cli.client->submit(cli.option("key"), spec,
+                                      std::atoi(cli.option("priority", "0").c_str()), manifest);
   if (!submitted) {
     return fail(submitted.error());
   }
@@ -340,7 +349,8 @@ int cmd_submit(Cli& cli) {
   } else {
     std::printf("%s: %s\n", submitted->status.c_str(), submitted->message.c_str());
     if (!submitted->client_key_refused.empty()) {
-      std::printf("not published under %s: %s\n", cli.option("key").c_str(),
+      const std::string key = cli.option("key");
+      std::printf("not published under %s: %s\n", key.empty() ? "the manifest's key" : key.c_str(),
                   submitted->client_key_refused.c_str());
     }
     if (out.contains("job")) {

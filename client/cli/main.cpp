@@ -57,10 +57,13 @@ compile jobs:
   jobs watch [--interval-ms N]  follow unfinished and new jobs until none is left (progress)
   job ID [--wait SECONDS]       one job: state, timings, keys, error and compiler log
   cancel ID                     cancel a queued or running job (submit role)
-  submit SPEC.json [--key K] [--priority N] [--wait SECONDS] [--pack-headers [-I DIR]...]
+  submit SPEC.json [--key K] [--manifest FILE] [--priority N] [--wait SECONDS]
+         [--pack-headers [-I DIR]...]
                                 submit a compile spec (JSON, see compiler/compile_spec.h);
                                 --pack-headers packs the headers it includes from this
-                                machine first (as pack-headers does)
+                                machine first (as pack-headers does); --manifest: the kc1-
+                                key's manifest (JSON; it names the key when --key is not
+                                given), whose namespace the key is then in
   nodes                         the cluster's live nodes (kcached --cluster): address,
                                 version, compilers, workers, queue, last heartbeat
   token new                     print a fresh 256-bit token (base64url) and the
@@ -477,7 +480,7 @@ int main(int argc, char** argv) {
       "url",         "token",      "timeout-ms",  "area",        "prefix",   "sort",
       "limit",       "o",          "producer",    "meta",        "max-size", "state",
       "wait",        "key",        "priority",    "interval-ms", "I",        "ca-file",
-      "client-cert", "client-key", "trusted-keys"};
+      "client-cert", "client-key", "trusted-keys", "manifest"};
   Cli cli;
   kcache::client::ClientOptions options;
   if (const char* url = std::getenv("KCACHE_URL"); url != nullptr && *url != '\0') {

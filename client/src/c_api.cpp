@@ -360,9 +360,20 @@ kcache_status kcache_submit(kcache_client* client, const char* key, const char* 
   if (client == nullptr || spec_json == nullptr || answer == nullptr) {
     return fail(KCACHE_ERR_INVALID, "kcache_submit: NULL argument");
   }
+  return kcache_submit_manifest(client, key, spec_json, nullptr, priority, answer);
+}
+
+kcache_status kcache_submit_manifest(kcache_client* client, const char* key, const char* spec_json,
+                                     const char* manifest_json, int32_t priority,
+                                     kcache_buffer* answer) {
+  if (client == nullptr || spec_json == nullptr || answer == nullptr) {
+    return fail(KCACHE_ERR_INVALID, "kcache_submit_manifest: NULL argument");
+  }
   *answer = kcache_buffer{nullptr, 0};
   return guarded([&] {
-    auto submitted = client->impl->submit(key == nullptr ? "" : key, spec_json, priority);
+    auto submitted =
+        client->impl->submit(key == nullptr ? "" : key, spec_json, priority,
+                             manifest_json == nullptr ? std::string_view() : manifest_json);
     if (!submitted) {
       return to_status(submitted.error());
     }

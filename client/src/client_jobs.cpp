@@ -41,6 +41,11 @@ Result<JobStatus> job_from_response(const HttpResponse& res) {
 } // namespace
 
 Result<Submitted> Client::submit(std::string_view key, std::string_view spec_json, int priority) {
+  return submit(key, spec_json, priority, {});
+}
+
+Result<Submitted> Client::submit(std::string_view key, std::string_view spec_json, int priority,
+                                 std::string_view manifest_json) {
   if (!key.empty()) {
     if (auto ok = check_key(key); !ok) {
       return tl::unexpected(ok.error());
@@ -54,6 +59,14 @@ Result<Submitted> Client::submit(std::string_view key, std::string_view spec_jso
   json body{{"spec", std::move(spec)}, {"priority", priority}};
   if (!key.empty()) {
     body["key"] = key;
+  }
+  if (!manifest_json.empty()) {
+    json manifest = protocol::parse_json_or_discarded(manifest_json);
+    if (!manifest.is_object()) {
+      return tl::unexpected(
+          ClientError{ErrorCode::kInvalid, 0, "the key manifest is not a JSON object"});
+    }
+    body["manifest"] = std::move(manifest);
   }
   auto res = request(HttpMethod::kPost, "/v1/jobs", protocol::json_text(body),
                      protocol::wire::kJsonContentType);

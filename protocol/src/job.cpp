@@ -89,6 +89,9 @@ json to_json(const JobView& job, bool with_spec) {
   }
   if (with_spec) {
     out["spec"] = job.spec_json;
+    if (!job.manifests.empty()) {
+      out["manifests"] = job.manifests;
+    }
   }
   return out;
 }
@@ -114,6 +117,14 @@ tl::expected<JobView, std::string> job_from_json(const json& in) {
     job.compile_key = in.at("compile_key").get<std::string>();
     job.keys = in.value("keys", std::vector<std::string>());
     job.spec_json = in.value("spec", std::string());
+    // Absent in journals and stream entries written before manifests travelled.
+    if (const auto m = in.find("manifests"); m != in.end() && m->is_object()) {
+      for (const auto& [key, manifest] : m->items()) {
+        if (manifest.is_string()) {
+          job.manifests.emplace(key, manifest.get<std::string>());
+        }
+      }
+    }
     job.backend = in.value("backend", std::string());
     job.target = in.value("target", std::string());
     job.entry = in.value("entry", std::string());

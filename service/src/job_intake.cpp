@@ -119,6 +119,9 @@ JobIntake::compile(const Submission& submission) const {
   Compile out{job(*prepared, *key, compiler::spec_to_json(*prepared), submission.priority),
               std::move(client_key)};
   out.job.submitter = submission.submitter;
+  if (!submission.key.empty() && !submission.manifest_json.empty()) {
+    out.job.manifests.emplace(submission.key, submission.manifest_json);
+  }
   return out;
 }
 

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 
 namespace kcache::service {
@@ -86,10 +87,16 @@ void JobManager::run_compile(const std::string& id, const std::stop_token& cance
     const auto keyed = runner_->toolchains().find(spec->backend);
     meta.toolchain =
         keyed != runner_->toolchains().end() ? keyed->second.components() : result.toolchain;
-    auto published = publisher_.publish_compile(*result.outcome, meta, [&] {
-      std::lock_guard lock(mu_); // submissions joining meanwhile add keys
-      return table_.find(id)->keys;
-    });
+    std::map<std::string, std::string> manifests; // kc1- keys', refreshed with the keys
+    auto published = publisher_.publish_compile(
+        *result.outcome, meta,
+        [&] {
+          std::lock_guard lock(mu_); // submissions joining meanwhile add keys
+          const Job& job = *table_.find(id);
+          manifests = job.manifests;
+          return job.keys;
+        },
+        manifests);
     if (!published) {
       publish_error = published.error();
     }

@@ -36,8 +36,24 @@ std::string hostname() {
 JobPublisher::JobPublisher(storage::Store& store, const storage::RecordSigner* signer)
     : artifacts_(store, signer), producer_("kcache-worker@" + hostname()) {}
 
+std::optional<cachekey::KeyManifest> JobPublisher::manifest_of(const std::string& key,
+                                                               const std::string& manifest_json) {
+  if (manifest_json.empty()) {
+    return std::nullopt;
+  }
+  auto manifest = cachekey::manifest_from_json(manifest_json);
+  if (!manifest || manifest->key() != key) {
+    spdlog::warn("the manifest a job carries for {} {}; stored without it", key,
+                 manifest ? "hashes to another key"
+                          : "does not parse: " + manifest.error().message);
+    return std::nullopt;
+  }
+  return std::move(*manifest);
+}
+
 std::optional<std::string> JobPublisher::cached(const std::string& key,
-                                                const std::string& compile_key) {
+                                                const std::string& compile_key,
+                                                const std::string& manifest_json) {
   if (has(key)) {
     return "already in the cache";
   }
@@ -51,7 +67,7 @@ std::optional<std::string> JobPublisher::cached(const std::string& key,
   }
   storage::ActionRecord copy = (*artifact)->record;
   copy.key = key;
-  copy.manifest.reset();
+  copy.manifest = manifest_of(key, manifest_json);
   if (auto stored = artifacts_.put(std::move(copy), std::move((*artifact)->files)); !stored) {
     return std::nullopt;
   }
@@ -73,7 +89,8 @@ std::optional<std::string> JobPublisher::first_file(const std::string& key) {
 
 tl::expected<void, std::string>
 JobPublisher::publish_compile(const compiler::CompileResult& result, const CompileMetadata& meta,
-                              const std::function<std::vector<std::string>()>& keys) {
+                              const std::function<std::vector<std::string>()>& keys,
+                              const std::map<std::string, std::string>& manifests) {
   std::vector<storage::ArtifactFile> files = {{file_name_for(result.kind), result.binary}};
   if (!result.log.empty()) {
     files.push_back({"compile.log", result.log});
@@ -99,7 +116,10 @@ JobPublisher::publish_compile(const compiler::CompileResult& result, const Compi
       return {};
     }
     for (const std::string& key : pending) {
-      auto stored = artifacts_.put(key, files, producer_, metadata, meta.submitter);
+      const auto text = manifests.find(key);
+      const auto manifest = text == manifests.end() ? std::nullopt : manifest_of(key, text->second);
+      auto stored = manifest ? artifacts_.put(*manifest, files, producer_, metadata, meta.submitter)
+                             : artifacts_.put(key, files, producer_, metadata, meta.submitter);
       published.push_back(key);
       if (!stored) {
         spdlog::error("job {}: storing the result under {} failed: {}", meta.job_id, key,

@@ -4,6 +4,7 @@
 #include "responses.h"
 #include "scopes.h"
 
+#include <kcache/cachekey/key_manifest.h>
 #include <kcache/protocol/admin.h>
 #include <kcache/protocol/json_text.h>
 #include <kcache/service/job_manager.h>
@@ -26,6 +27,20 @@ std::size_t parse_limit(const std::string& text, std::size_t fallback) {
   return value;
 }
 
+// A client key's namespace: a kc1- key's is its submitted manifest's ("":
+// none came with it, as key_scope says).
+std::string client_key_ns(const Job& job, const std::string& key, const KeyScope& scope) {
+  if (scope.kind != KeyScope::Kind::kManifest) {
+    return scope.ns;
+  }
+  const auto text = job.manifests.find(key);
+  if (text == job.manifests.end()) {
+    return scope.ns;
+  }
+  auto manifest = cachekey::manifest_from_json(text->second);
+  return manifest && manifest->key() == key ? manifest->ns : scope.ns;
+}
+
 // Whether `who` may see (read) or cancel (submit) `job`: its submitter may;
 // others need the role in the namespace of one of its client keys, or, for
 // a job published under its compile key only, the role anywhere.
@@ -41,7 +56,7 @@ bool may_touch_job(const Principal& who, const Job& job, Role need) {
     client_keys = true;
     const KeyScope scope = key_scope(key);
     if (scope.kind == KeyScope::Kind::kCompile ? who.may_somewhere(need)
-                                               : who.may(need, scope.ns)) {
+                                               : who.may(need, client_key_ns(job, key, scope))) {
       return true;
     }
   }
@@ -50,6 +65,32 @@ bool may_touch_job(const Principal& who, const Job& job, Role need) {
 
 // Room for the submission's other members around its spec.
 constexpr std::uint64_t kSubmissionSlack = 64 << 10;
+
+// The submission's "manifest" (a key manifest, as a PUT's record carries):
+// it must hash to `key`, and names the key when none was given. nullopt:
+// none; an error: a malformed one, or one of another key.
+tl::expected<std::optional<cachekey::KeyManifest>, std::string>
+submitted_manifest(const json& doc, std::string& key) {
+  const auto m = doc.find("manifest");
+  if (m == doc.end() || m->is_null()) {
+    return std::nullopt;
+  }
+  if (!m->is_object() && !m->is_string()) {
+    return tl::unexpected(std::string("manifest must be a key manifest (a JSON object)"));
+  }
+  auto manifest = cachekey::manifest_from_json(m->is_string() ? m->get<std::string>()
+                                                              : protocol::json_text(*m));
+  if (!manifest) {
+    return tl::unexpected("manifest: " + manifest.error().message);
+  }
+  const std::string derived = manifest->key();
+  if (key.empty()) {
+    key = derived;
+  } else if (key != derived) {
+    return tl::unexpected("the manifest hashes to " + derived + ", not to the key " + key);
+  }
+  return std::move(*manifest);
+}
 
 Response no_workers(const Request& req) {
   return error(req, http::status::service_unavailable,
@@ -187,8 +228,9 @@ Response RequestHandler::submit_job(const Request& req, const RouteArgs& args) {
   }
   const json doc = protocol::parse_json_or_discarded(req.body());
   if (!doc.is_object() || !doc.contains("spec")) {
-    return error(req, http::status::bad_request,
-                 R"(expected {"spec": {...compile spec...}, "key": "...", "priority": 0})");
+    return error(
+        req, http::status::bad_request,
+        R"(expected {"spec": {...compile spec...}, "key": "...", "manifest": {...}, "priority": 0})");
   }
   Submission submission;
   submission.submitter = args.who.name;
@@ -199,6 +241,10 @@ Response RequestHandler::submit_job(const Request& req, const RouteArgs& args) {
       return error(req, http::status::bad_request, "key must be a string");
     }
     submission.key = key->get<std::string>();
+  }
+  auto manifest = submitted_manifest(doc, submission.key);
+  if (!manifest) {
+    return error(req, http::status::bad_request, manifest.error());
   }
   // The job's namespace is its client key's: submitting there needs the
   // submit role there (a job under the compile key only: anywhere).
@@ -212,9 +258,13 @@ Response RequestHandler::submit_job(const Request& req, const RouteArgs& args) {
     }
     // Publishing under the client's key is a write of it (issue 14): without
     // the write role there, the result goes under the compile key only.
-    if (auto refused = write_refusal(args.who, submission.key, nullptr)) {
+    // A kc1- key is in its manifest's namespace, as for a PUT.
+    const cachekey::KeyManifest* in = *manifest ? &**manifest : nullptr;
+    if (auto refused = write_refusal(args.who, submission.key, in)) {
       publication.client_key_refused = std::move(*refused);
       submission.key.clear();
+    } else if (in != nullptr) {
+      submission.manifest_json = cachekey::manifest_to_json(*in);
     }
   }
   if (const auto tuning = doc.find("tuning_class"); tuning != doc.end()) {

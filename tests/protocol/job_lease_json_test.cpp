@@ -71,6 +71,20 @@ TEST(JobJson, RoundTripsWithAndWithoutTheSpec) {
   }
 }
 
+// kc1- keys' manifests travel with the spec (journal, cluster stream), not
+// in listings; a job written before they did reads as having none.
+TEST(JobJson, ManifestsTravelWithTheSpecOnly) {
+  JobView job = failed_autotune();
+  job.manifests = {{"kc1-aa", R"({"namespace":"team-a"})"}};
+  EXPECT_FALSE(to_json(job, false).contains("manifests"));
+  auto back = job_from_json_text(json_text(to_json(job, true)));
+  ASSERT_TRUE(back.has_value()) << back.error();
+  EXPECT_EQ(back->manifests, job.manifests);
+  auto old = job_from_json_text(R"({"id":"j","compile_key":"k","state":"queued","spec":"{}"})");
+  ASSERT_TRUE(old.has_value()) << old.error();
+  EXPECT_TRUE(old->manifests.empty());
+}
+
 TEST(JobJson, RefusesUnknownNamesAndBadRecords) {
   EXPECT_FALSE(job_from_json_text("[]").has_value());
   EXPECT_FALSE(job_from_json_text(R"({"id":"j","compile_key":"k","state":"dreaming"})"));

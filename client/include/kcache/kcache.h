@@ -21,7 +21,7 @@ extern "C" {
 
 /* C names are snake_case by convention; C++ naming rules do not apply here. */
 /* NOLINTBEGIN(readability-identifier-naming) */
-#define KCACHE_ABI_VERSION 6 /* 5: kcache_pack_headers; 6: kcache_client_open_ext (TLS) */
+#define KCACHE_ABI_VERSION 7 /* 6: kcache_client_open_ext (TLS); 7: kcache_submit_manifest */
 #define KCACHE_API __attribute__((visibility("default")))
 
 typedef enum kcache_status {
@@ -114,6 +114,14 @@ KCACHE_API kcache_status kcache_stats(kcache_client* client, kcache_buffer* json
 KCACHE_API kcache_status kcache_submit(kcache_client* client, const char* key,
                                        const char* spec_json, int32_t priority,
                                        kcache_buffer* answer);
+/* ABI 7: kcache_submit with a kc1- key's manifest (JSON, as kcache_put_record's
+ * "manifest"): kcached checks that it hashes to key (NULL: the manifest's key)
+ * and publishes under key where the token may write the manifest's namespace
+ * (else the answer's "client_key_refused" says why). NULL manifest_json: as
+ * kcache_submit. */
+KCACHE_API kcache_status kcache_submit_manifest(kcache_client* client, const char* key,
+                                                const char* spec_json, const char* manifest_json,
+                                                int32_t priority, kcache_buffer* answer);
 /* Waits up to timeout_ms for a job to finish. job_json: the job. KCACHE_OK
  * once finished (any outcome: see "state"), KCACHE_PENDING if still running. */
 KCACHE_API kcache_status kcache_job_wait(kcache_client* client, const char* job_id,

@@ -221,11 +221,21 @@ class Client:
     def _spec(spec) -> bytes:
         return (spec if isinstance(spec, str) else json.dumps(spec)).encode()
 
-    def submit(self, spec, key: Optional[str] = None, priority: int = 0) -> dict:
-        """Submits a compile; returns the daemon's answer ({"status", "job", ...})."""
+    def submit(self, spec, key: Optional[str] = None, priority: int = 0, manifest=None) -> dict:
+        """Submits a compile; returns the daemon's answer ({"status", "job", ...}).
+
+        manifest: a kc1- key's key manifest (dict or JSON text): the result is
+        published under the key when the token may write the manifest's
+        namespace (key None: the manifest's key); else "client_key_refused" says why.
+        """
         buf = Buffer()
-        status = self._lib.kcache_submit(
-            self._handle, self._key(key) if key else None, self._spec(spec), int(priority), ctypes.byref(buf)
+        status = self._lib.kcache_submit_manifest(
+            self._handle,
+            self._key(key) if key else None,
+            self._spec(spec),
+            self._spec(manifest) if manifest is not None else None,
+            int(priority),
+            ctypes.byref(buf),
         )
         if status in (Status.OK, Status.BUSY):
             return json.loads(take(self._lib, buf))

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 from typing import Iterable
 
-ABI_VERSION = 6  # 5: kcache_pack_headers; 6: kcache_client_open_ext (TLS, verification)
+ABI_VERSION = 7  # 6: kcache_client_open_ext (TLS, verification); 7: kcache_submit_manifest
 
 
 class Status:
@@ -83,6 +83,7 @@ PROTOTYPES: dict[str, tuple[list, object]] = {
     "kcache_batch_get": ([_client, ctypes.POINTER(_str), _size, _buf, ctypes.POINTER(ctypes.c_int)], _status),
     "kcache_stats": ([_client, _buf], _status),
     "kcache_submit": ([_client, _str, _str, _i32, _buf], _status),
+    "kcache_submit_manifest": ([_client, _str, _str, _str, _i32, _buf], _status),
     "kcache_job_wait": ([_client, _str, _i32, _buf], _status),
     "kcache_get_or_compile": ([_client, _str, _str, _i32, _i32, _buf, _buf], _status),
     "kcache_lease_acquire": ([_client, _str, _i32, _str, _buf, _buf], _status),

@@ -4,6 +4,8 @@ import ctypes
 import os
 import tempfile
 
+import pytest
+
 import kcache
 
 AXPY = {
@@ -68,3 +70,28 @@ def test_compile_fails_open_without_a_daemon():
     result = c.get_or_compile("py-nowhere", AXPY)
     assert result.outcome == "error" and result.binary is None
     assert c.errors == 1
+
+
+def test_a_submission_with_a_manifest_publishes_under_its_key_in_its_namespace(daemon):
+    c = kcache.Client(daemon.url, fail_open=False)
+    manifest = {
+        "schema_version": 2,
+        "namespace": "team-py/train",
+        "graph_digest": "e" * 64,
+        "guards": [],
+        "hardware_class": "cpu",
+        "toolchain": {},
+        "options": [],
+        "salt": "py-manifest",
+    }
+    # No key: the manifest names it (kcached derives it).
+    answer = c.submit(dict(AXPY, options=["-O3"]), manifest=manifest)
+    assert "client_key_refused" not in answer, answer
+    key = next(k for k in answer["published_under"] if k.startswith("kc1-"))
+    assert c.wait(answer["job"]["id"], timeout_s=60)["state"] == "succeeded"
+    _, record = c.get_entry(key)
+    assert record["namespace"] == "team-py/train"
+    assert record["manifest"]["namespace"] == "team-py/train"
+    # One that does not hash to the key is refused.
+    with pytest.raises(kcache.KcacheError, match="not to the key"):
+        c.submit(AXPY, key="kc1-" + "0" * 64, manifest=manifest)

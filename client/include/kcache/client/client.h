@@ -88,6 +88,11 @@ public:
   // Compile jobs (jobs.h). A spec is CompileSpec JSON (compiler/compile_spec.h):
   // the client links no compiler and needs none of its types.
   Result<Submitted> submit(std::string_view key, std::string_view spec_json, int priority = 0);
+  // With a kc1- key's manifest (JSON, as PutOptions' manifest_json): kcached
+  // checks that it hashes to `key` ("": the manifest names the key) and
+  // publishes under the key where the token may write the manifest's namespace.
+  Result<Submitted> submit(std::string_view key, std::string_view spec_json, int priority,
+                           std::string_view manifest_json);
   // The job now, or once it finished if that happens within `wait` (long-poll).
   Result<JobStatus> job(std::string_view id, std::chrono::milliseconds wait = {});
   Result<JobStatus> cancel(std::string_view id);

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,6 +77,10 @@ struct JobView {
   // variant steps (each compiled, then each benchmarked).
   std::string tuning_class;
   std::size_t progress_done = 0, progress_total = 0;
+  // kc1- client keys' manifests (JSON text, as submitted): the record stored
+  // under such a key carries it, so it is in the manifest's namespace. In the
+  // journal and the cluster queue only (with_spec), as the spec is.
+  std::map<std::string, std::string> manifests;
 
   bool finished() const { return is_finished(state); }
 };

@@ -25,6 +25,9 @@ struct Submission {
   // Whose quota the jobs count against: the token's identity, or the client
   // when tokens are off ("" for everyone else).
   std::string submitter;
+  // A kc1- key's manifest (JSON text) that hashes to it (job_routes.cpp
+  // checks): the job stores its record with it. "": none.
+  std::string manifest_json = {};
 };
 
 enum class SubmitStatus {

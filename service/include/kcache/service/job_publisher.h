@@ -24,8 +24,10 @@ public:
   explicit JobPublisher(storage::Store& store, const storage::RecordSigner* signer = nullptr);
 
   // Why `key` needs no compile ("already in the cache"; or, when the compile
-  // key has it, linked under `key` too), or nullopt when it does.
-  std::optional<std::string> cached(const std::string& key, const std::string& compile_key);
+  // key has it, linked under `key` too, with `manifest_json` when it is a
+  // kc1- key's), or nullopt when it does.
+  std::optional<std::string> cached(const std::string& key, const std::string& compile_key,
+                                    const std::string& manifest_json = {});
   bool has(const std::string& key);
   // The first file of the artifact under `key` (a compiled variant).
   std::optional<std::string> first_file(const std::string& key);
@@ -36,10 +38,13 @@ public:
     std::string submitter;                        // the records' writer
   };
   // Stores a compile's result under every key `keys()` returns; calls it
-  // again until it adds no key (submissions may join while this runs).
+  // again until it adds no key (submissions may join while this runs). A
+  // kc1- key in `manifests` (Job::manifests; read after each keys() call, so
+  // keys() may refresh it) is stored with its manifest, in its namespace.
   tl::expected<void, std::string>
   publish_compile(const compiler::CompileResult& result, const CompileMetadata& meta,
-                  const std::function<std::vector<std::string>()>& keys);
+                  const std::function<std::vector<std::string>()>& keys,
+                  const std::map<std::string, std::string>& manifests = {});
 
   // Stores an autotune search's winner and its tuning table under each key.
   tl::expected<void, std::string> publish_winner(const std::vector<std::string>& keys,
@@ -50,6 +55,11 @@ public:
                                                  const std::string& writer = {});
 
 private:
+  // `manifest_json`, when it is a manifest of `key`; else nullopt (logged
+  // when there was one: the record is stored without it, in no namespace).
+  static std::optional<cachekey::KeyManifest> manifest_of(const std::string& key,
+                                                          const std::string& manifest_json);
+
   storage::ArtifactStore artifacts_;
   const std::string producer_; // "kcache-worker@<host>"
 };
