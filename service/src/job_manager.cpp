@@ -145,8 +145,9 @@ void JobManager::recover() {
 }
 
 std::optional<SubmitResult> JobManager::lookup_cached(const std::string& key,
-                                                      const std::string& compile_key) {
-  if (auto why = publisher_.cached(key, compile_key)) {
+                                                      const std::string& compile_key,
+                                                      const std::string& manifest_json) {
+  if (auto why = publisher_.cached(key, compile_key, manifest_json)) {
     return SubmitResult{SubmitStatus::kCached, std::nullopt, std::move(*why)};
   }
   return std::nullopt;
@@ -173,7 +174,10 @@ SubmitResult JobManager::submit_uncounted(const Submission& submission) {
   if (!compile) {
     return std::move(compile.error());
   }
-  if (auto cached = lookup_cached(compile->key, compile->job.compile_key)) {
+  const auto manifest = compile->job.manifests.find(compile->key);
+  if (auto cached =
+          lookup_cached(compile->key, compile->job.compile_key,
+                        manifest == compile->job.manifests.end() ? "" : manifest->second)) {
     return std::move(*cached);
   }
   if (cluster_) {
@@ -205,6 +209,8 @@ SubmitResult JobManager::admit_locked(Job job, const std::string& key, bool queu
     if (JobTable::join(*existing, key, job.parents, job.priority) && queue_->remove(existing->id)) {
       queue_->push(existing->id, existing->priority, /*force=*/true);
     }
+    // A joining kc1- key's manifest: its record is stored with it too.
+    existing->manifests.insert(job.manifests.begin(), job.manifests.end());
     journal_locked(*existing);
     return {SubmitStatus::kJoined, *existing, "joined the job already working on this"};
   }

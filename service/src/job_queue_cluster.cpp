@@ -95,7 +95,9 @@ std::optional<SubmitResult> ClusterJobs::submit(const Job& job, const std::strin
   }
   if (result->status == SubmitStatus::kCached && !result->job) {
     // Compiled by another node meanwhile: link this key to its result.
-    if (auto why = parts_.publisher.cached(key, job.compile_key)) {
+    const auto manifest = job.manifests.find(key);
+    if (auto why = parts_.publisher.cached(
+            key, job.compile_key, manifest == job.manifests.end() ? "" : manifest->second)) {
       return SubmitResult{SubmitStatus::kCached, std::nullopt, std::move(*why)};
     }
     return std::nullopt; // not readable here (yet): compile it locally
@@ -286,7 +288,8 @@ void ClusterJobs::run(const RedisJobQueue::Claim& claim) {
       published.insert(out.begin(), out.end());
       return out;
     };
-    auto ok = parts_.publisher.publish_compile(*result.outcome, meta, keys);
+    // kc1- keys' manifests: the stream entry's (joining submissions' are not carried).
+    auto ok = parts_.publisher.publish_compile(*result.outcome, meta, keys, job.manifests);
     std::string publish_error = ok ? std::string() : ok.error();
     if (ok) {
       // Submissions that joined after the last look at the keys.
@@ -303,7 +306,8 @@ void ClusterJobs::run(const RedisJobQueue::Claim& claim) {
           }
         }
         if (!extra.empty()) {
-          ok = parts_.publisher.publish_compile(*result.outcome, meta, [&] { return extra; });
+          ok = parts_.publisher.publish_compile(
+              *result.outcome, meta, [&] { return extra; }, job.manifests);
           publish_error = ok ? std::string() : ok.error();
         }
       }

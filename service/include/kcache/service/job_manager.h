@@ -122,7 +122,8 @@ private:
   // in reserved_ until begin_autotune admits them), the journal, the queue.
   SubmitResult admit_locked(Job job, const std::string& key, bool queue_now, bool force,
                             std::size_t children = 0);
-  std::optional<SubmitResult> lookup_cached(const std::string& key, const std::string& compile_key);
+  std::optional<SubmitResult> lookup_cached(const std::string& key, const std::string& compile_key,
+                                            const std::string& manifest_json = {});
 
   // Autotune glue (job_manager_autotune.cpp) around autotune_.
   // from_cluster: a search the cluster queue handed this node (Parts::autotune
