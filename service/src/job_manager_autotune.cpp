@@ -44,6 +44,14 @@ SubmitResult JobManager::submit_autotune(const Submission& submission, bool from
   // of that tuning class.
   const bool here = tuning_class == host_class &&
                     (submission.tuning_class.empty() || submission.tuning_class == host_class);
+  auto elsewhere = [&] {
+    return SubmitResult{SubmitStatus::kUnavailable, std::nullopt,
+                        "autotune: this kcached benchmarks on " + host_class + ", not " +
+                            submission.tuning_class};
+  };
+  if (!here && !cluster_) {
+    return elsewhere(); // before the cache: its search key is this host's class
+  }
   const std::string search_key =
       AutotuneCoordinator::search_key(*template_key, *parsed, tuning_class);
   const std::string key = submission.key.empty() ? search_key : submission.key;
@@ -72,9 +80,7 @@ SubmitResult JobManager::submit_autotune(const Submission& submission, bool from
     // Redis cannot be asked: fail open, but only on this node's own hardware.
   }
   if (!here) {
-    return {SubmitStatus::kUnavailable, std::nullopt,
-            "autotune: this kcached benchmarks on " + host_class + ", not " +
-                submission.tuning_class};
+    return elsewhere();
   }
   // Its variant compiles and the reference's count against the queue and the
   // quota now, all of them: a search that does not fit is refused whole (a
