@@ -62,4 +62,19 @@ tl::expected<std::string_view, std::string> ArtifactBody::next() {
   return std::string_view();
 }
 
+tl::expected<std::string_view, std::string> BlobBody::next() {
+  while (true) {
+    auto piece = reader_.next();
+    if (!piece) {
+      return tl::unexpected(piece.error().message); // logged by the reader
+    }
+    if (!piece->has_value()) {
+      return std::string_view();
+    }
+    if (!(*piece)->empty()) {
+      return **piece;
+    }
+  }
+}
+
 } // namespace kcache::service

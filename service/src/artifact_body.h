@@ -38,4 +38,20 @@ private:
   bool failed_ = false;
 };
 
+// GET /v1/cas/<digest>'s body for a blob stored as chunks: its bytes, a
+// chunk at a time (the reader checks each chunk and the whole digest).
+class BlobBody final : public BodySource {
+public:
+  BlobBody(storage::BlobReader reader, std::uint64_t size)
+      : reader_(std::move(reader)), size_(size) {}
+
+  std::uint64_t size() const override { return size_; }
+  std::uint64_t window() const override { return storage::kChunkSize; }
+  tl::expected<std::string_view, std::string> next() override;
+
+private:
+  storage::BlobReader reader_;
+  std::uint64_t size_;
+};
+
 } // namespace kcache::service

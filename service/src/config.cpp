@@ -159,7 +159,9 @@ tl::expected<ServiceConfig, std::string> load_config_file(const std::string& pat
     for (auto [key, out] :
          {std::pair<std::string_view, std::uint64_t*>{"body_memory", &c.limits.body_memory_bytes},
           {"send_memory", &c.limits.send_memory_bytes},
-          {"send_memory_per_peer", &c.limits.send_memory_per_peer_bytes}}) {
+          {"send_memory_per_peer", &c.limits.send_memory_per_peer_bytes},
+          {"spool_threshold", &c.limits.spool_threshold_bytes},
+          {"spool_disk", &c.limits.spool_disk_bytes}}) {
       if (const toml::node* n = limits->get(key)) {
         auto v = size_value(*n, path + ": limits." + std::string(key));
         if (!v) {
@@ -337,6 +339,10 @@ usage: kcached [--config FILE] [options]
                          over it: 503 with Retry-After)
   --send-memory SIZE     responses being written across connections (default 1GiB; over it: 503)
   --send-memory-per-peer SIZE  of that, what one remote address may hold (default: a quarter)
+  --spool-threshold SIZE uploads to /v1/cas over this are spooled to a file in data_dir/spool,
+                         not held in memory (default 4MiB)
+  --spool-disk SIZE      spooled upload bytes on disk across connections (default 4GiB; over it:
+                         503 with Retry-After)
   --log-level LEVEL      trace, debug, info, warn, error
   --port-file PATH       write the bound TCP port here once listening
   --worker-binary PATH   the kcache-worker that compiles jobs (default: found next to kcached)
@@ -431,7 +437,8 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
     } else if (flag == "--disk-capacity" || flag == "--memory-capacity" ||
                flag == "--max-body-bytes" || flag == "--worker-memory" || flag == "--body-memory" ||
                flag == "--send-memory" || flag == "--send-memory-per-peer" ||
-               flag == "--max-spec-bytes") {
+               flag == "--max-spec-bytes" || flag == "--spool-threshold" ||
+               flag == "--spool-disk") {
       auto size = storage::parse_size(value);
       if (!size) {
         return fail(std::string(flag) + ": " + size.error().message);
@@ -449,6 +456,8 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
        : flag == "--send-memory"          ? c.limits.send_memory_bytes
        : flag == "--send-memory-per-peer" ? c.limits.send_memory_per_peer_bytes
        : flag == "--max-spec-bytes"       ? c.jobs.max_spec_bytes
+       : flag == "--spool-threshold"      ? c.limits.spool_threshold_bytes
+       : flag == "--spool-disk"           ? c.limits.spool_disk_bytes
                                           : c.limits.max_body_bytes) = *size;
     } else if (flag == "--signing-key") {
       c.signing.key_file = value;

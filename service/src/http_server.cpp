@@ -1,3 +1,5 @@
+#include "upload_spool.h"
+
 #include <kcache/protocol/json_text.h>
 #include <kcache/protocol/tls_stream.h>
 #include <kcache/service/http_server.h>
@@ -91,6 +93,7 @@ struct HttpServer::State {
   std::optional<asio::steady_timer> drain_timer;
   Budget body_budget;
   Budget send_budget;
+  std::shared_ptr<SpoolQuota> spool_quota; // shared with spools, which may outlive the server
   std::atomic<std::int64_t> last_trim_ms{0};
   // Shared with a pending trim's timer, which may outlive the server.
   std::shared_ptr<std::atomic<bool>> trim_pending = std::make_shared<std::atomic<bool>>(false);
@@ -103,12 +106,15 @@ struct HttpServer::State {
   Counter& stall_timeouts;
   Counter& body_budget_refusals;
   Counter& send_budget_refusals;
+  Counter& spool_refusals;
+  Counter& spooled_uploads;
   Counter& early_rejections;
   Counter& tls_handshake_failures;
 
   State(asio::io_context& io_context, Handler h, Admit a, Limits l, MetricsRegistry* m)
       : io(io_context), handler(std::move(h)), admit(std::move(a)), limits(l),
         body_budget(l.body_memory_bytes), send_budget(l.send_memory_bytes),
+        spool_quota(std::make_shared<SpoolQuota>(l.spool_disk_bytes)),
         refused_max_connections(registry(m).counter("kcache_http_connections_refused_total",
                                                     "Connections answered 503 at accept, by reason",
                                                     {{"reason", "max_connections"}})),
@@ -130,6 +136,12 @@ struct HttpServer::State {
         send_budget_refusals(registry(m).counter(
             "kcache_http_budget_refusals_total",
             "Requests answered 503 because a memory budget was spent", {{"budget", "send"}})),
+        spool_refusals(registry(m).counter(
+            "kcache_http_spool_refusals_total",
+            "Uploads refused because the upload spool was full (quota or disk) or failed")),
+        spooled_uploads(registry(m).counter(
+            "kcache_http_spooled_uploads_total",
+            "Request bodies written to the upload spool on disk instead of memory")),
         early_rejections(registry(m).counter(
             "kcache_http_rejected_before_body_total",
             "Requests refused on their head (token, role, route, size) without reading the "
@@ -293,6 +305,8 @@ namespace {
 constexpr std::uint64_t kSmallBytes = 64 << 10;
 // Frees of at least this much are followed by a trim.
 constexpr std::uint64_t kLargeBytes = 1 << 20;
+// A spooled body is read from the socket this much at a time.
+constexpr std::size_t kSpoolReadBytes = 256 << 10;
 // A refused request's unread body is read and dropped this long at most, so
 // the client sees the answer instead of a reset.
 constexpr std::chrono::seconds kLinger{2};
@@ -311,6 +325,19 @@ Response busy(const std::string& message) {
   Response res = plain_error(http::status::service_unavailable, message);
   res.set(http::field::retry_after, "1");
   return res;
+}
+
+// The routes whose body is raw bytes stored as they are (a CAS blob): a large
+// one is spooled to disk. Routes that parse their body (JSON, the artifacts'
+// parts) keep it in memory under their own limits.
+// `length`: the Content-Length, none for a chunked body (of unknown length).
+bool spools(const Request& head, const boost::optional<std::uint64_t>& length,
+            const Limits& limits) {
+  if (limits.spool_dir.empty() || head.method() != http::verb::put ||
+      !head.target().starts_with("/v1/cas/")) {
+    return false;
+  }
+  return !length || *length > limits.spool_threshold_bytes;
 }
 
 bool carries_no_body(http::verb method) {
@@ -436,6 +463,8 @@ private:
   }
 
   void read_request() {
+    spool_parser_.reset();
+    spool_.reset();
     parser_.emplace();
     parser_->header_limit(state_->limits.max_header_bytes);
     // The body's limit is set once the head is admitted: a Content-Length
@@ -511,6 +540,9 @@ private:
     if (parser_->is_done()) {
       return dispatch();
     }
+    if (spools(head, parser_->content_length(), state_->limits)) {
+      return start_spool(limit);
+    }
     // A known length is reserved whole (string_body allocates it at once); a
     // chunked body is charged as it grows.
     if (const auto length = parser_->content_length()) {
@@ -518,6 +550,11 @@ private:
         return refuse_body();
       }
     }
+    continue_then_read_body(head);
+  }
+
+  // Sends "100 Continue" when the client waits for it, then reads the body.
+  void continue_then_read_body(const http::request_header<>& head) {
     if (beast::iequals(head[http::field::expect], "100-continue")) {
       continue_.emplace(http::status::continue_, head.version());
       return http::async_write(
@@ -541,6 +578,97 @@ private:
     return true;
   }
 
+  // The body goes to an unnamed file as it arrives (upload_spool.h): memory
+  // holds one read buffer. A known length is reserved against the spool
+  // quota up front, so a body that cannot fit is refused before it is read.
+  void start_spool(std::uint64_t limit) {
+    auto spool = UploadSpool::open(state_->limits.spool_dir, state_->spool_quota);
+    if (!spool) {
+      return refuse_spool(spool.error());
+    }
+    spool_ = std::move(*spool);
+    if (const auto length = parser_->content_length(); length && !spool_->reserve(*length)) {
+      return refuse_spool(
+          {SpoolError::Code::kQuota, "the server's upload spool (" +
+                                         std::to_string(state_->limits.spool_disk_bytes) +
+                                         " bytes on disk) is full; retry later"});
+    }
+    state_->spooled_uploads.inc();
+    spool_parser_.emplace(std::move(*parser_));
+    parser_.reset();
+    spool_parser_->body_limit(limit);
+    spool_buffer_.resize(kSpoolReadBytes);
+    continue_then_read_body(spool_parser_->get());
+  }
+
+  void refuse_spool(const SpoolError& e) {
+    state_->spool_refusals.inc();
+    spool_.reset();
+    switch (e.code) {
+    case SpoolError::Code::kQuota:
+      spdlog::info("refused an upload: {}", e.message);
+      return write(busy(e.message));
+    case SpoolError::Code::kNoSpace:
+      spdlog::warn("refused an upload: {}", e.message);
+      return write(plain_error(http::status::insufficient_storage, e.message));
+    case SpoolError::Code::kIo:
+      break;
+    }
+    spdlog::error("refused an upload: {}", e.message);
+    write(plain_error(http::status::internal_server_error, e.message));
+  }
+
+  void read_spooled() {
+    auto& body = spool_parser_->get().body();
+    body.data = spool_buffer_.data();
+    body.size = spool_buffer_.size();
+    layer().expires_after(state_->limits.stall_timeout);
+    http::async_read_some(stream_, buffer_, *spool_parser_,
+                          [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+                            self->on_spooled(ec);
+                          });
+  }
+
+  void on_spooled(beast::error_code ec) {
+    if (ec == http::error::need_buffer) {
+      ec = {}; // the buffer is full: written out below, then read again
+    }
+    if (body_read_failed(ec)) {
+      return;
+    }
+    const std::size_t got = spool_buffer_.size() - spool_parser_->get().body().size;
+    if (auto ok = spool_->append(std::string_view(spool_buffer_.data(), got)); !ok) {
+      return refuse_spool(ok.error());
+    }
+    if (!spool_parser_->is_done()) {
+      return read_spooled();
+    }
+    spool_->finish();
+    dispatch();
+  }
+
+  // A body read's error answered (or the connection closed); false: none.
+  bool body_read_failed(beast::error_code ec) {
+    if (ec == beast::error::timeout) {
+      state_->stall_timeouts.inc();
+    }
+    if (gone(ec)) {
+      close();
+      return true;
+    }
+    if (ec == http::error::body_limit) {
+      reject(http::status::payload_too_large, "request body over the limit of " +
+                                                  std::to_string(state_->limits.max_body_bytes) +
+                                                  " bytes");
+      return true;
+    }
+    if (ec) {
+      reject(http::status::bad_request, "malformed request: " + ec.message());
+      return true;
+    }
+    return false;
+  }
+
   void refuse_body() {
     state_->body_budget_refusals.inc();
     spdlog::info("refused a request body: the body memory budget ({} bytes) is spent",
@@ -549,6 +677,9 @@ private:
   }
 
   void read_body() {
+    if (spool_parser_) {
+      return read_spooled();
+    }
     layer().expires_after(state_->limits.stall_timeout);
     http::async_read_some(stream_, buffer_, *parser_,
                           [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
@@ -557,19 +688,8 @@ private:
   }
 
   void on_body(beast::error_code ec) {
-    if (ec == beast::error::timeout) {
-      state_->stall_timeouts.inc();
-    }
-    if (gone(ec)) {
-      return close();
-    }
-    if (ec == http::error::body_limit) {
-      return reject(http::status::payload_too_large,
-                    "request body over the limit of " +
-                        std::to_string(state_->limits.max_body_bytes) + " bytes");
-    }
-    if (ec) {
-      return reject(http::status::bad_request, "malformed request: " + ec.message());
+    if (body_read_failed(ec)) {
+      return;
     }
     if (!parser_->content_length()) {
       const std::uint64_t held = parser_->get().body().capacity();
@@ -585,7 +705,7 @@ private:
 
   void dispatch() {
     ++requests_;
-    Request request = parser_->release();
+    Request request = parser_ ? parser_->release() : spooled_request();
     const std::string what =
         std::string(request.method_string()) + " " + std::string(request.target());
     // The answer may come later from another thread: it is handed back to this
@@ -602,6 +722,15 @@ private:
       spdlog::error("handler threw on {}: {}", what, e.what());
       respond(plain_error(http::status::internal_server_error, "internal error"));
     }
+  }
+
+  // The spooled body travels with the request as its source (piece_body.h).
+  Request spooled_request() {
+    auto released = spool_parser_->release();
+    spool_buffer_ = std::vector<char>(); // a keep-alive connection does not keep it
+    Request request(std::move(released.base()));
+    request.body().source = std::move(spool_);
+    return request;
   }
 
   void respond(Response response) {
@@ -662,8 +791,8 @@ private:
     if (ec) {
       return close();
     }
-    if (parser_ && !parser_->is_done()) {
-      return linger(); // answered on the head: the body was never read
+    if ((parser_ && !parser_->is_done()) || (spool_parser_ && !spool_parser_->is_done())) {
+      return linger(); // answered on the head (or mid-body): the rest was never read
     }
     if (!keep_alive || state_->draining) {
       return close();
@@ -729,6 +858,8 @@ private:
 
   void release_budgets() {
     parser_.reset(); // frees a body still held before its bytes are released
+    spool_parser_.reset();
+    spool_.reset(); // the file goes with its fd
     release_body();
     release_send();
   }
@@ -737,7 +868,12 @@ private:
   Stream stream_;
   std::shared_ptr<HttpServer::State> state_;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::request_parser<Request::body_type>> parser_;
+  // A body spooled to disk (spools()): read through a buffer_body parser
+  // into spool_buffer_, then appended to spool_.
+  std::optional<http::request_parser<http::buffer_body>> spool_parser_;
+  std::vector<char> spool_buffer_;
+  std::unique_ptr<UploadSpool> spool_;
   std::optional<http::response<http::empty_body>> continue_;
   std::shared_ptr<Response> response_;
   std::optional<http::response_serializer<Response::body_type>> serializer_;
@@ -812,6 +948,8 @@ HttpServer::HttpServer(asio::io_context& io, Handler handler, Limits limits,
                       "Request body bytes held in memory (counted against body_memory)");
     metrics->describe("kcache_http_send_bytes_in_flight", "gauge",
                       "Response bytes being written (counted against send_memory)");
+    metrics->describe("kcache_http_spool_bytes", "gauge",
+                      "Upload bytes spooled on disk (counted against spool_disk)");
     metrics->add_collector(
         [weak = std::weak_ptr<State>(state_)](std::vector<MetricsRegistry::Sample>& out) {
           if (auto state = weak.lock()) {
@@ -823,6 +961,8 @@ HttpServer::HttpServer(asio::io_context& io, Handler handler, Limits limits,
             out.push_back({"kcache_http_send_bytes_in_flight",
                            {},
                            static_cast<double>(state->send_budget.used())});
+            out.push_back(
+                {"kcache_http_spool_bytes", {}, static_cast<double>(state->spool_quota->used())});
           }
         });
   }

@@ -1,3 +1,5 @@
+#include "upload_spool.h"
+
 #include <kcache/service/lease_table_local.h>
 #include <kcache/service/lease_table_redis.h>
 #include <kcache/service/node_registry.h>
@@ -44,6 +46,12 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
   std::filesystem::create_directories(config.data_dir, ec);
   if (ec) {
     return tl::unexpected("cannot create data dir " + config.data_dir + ": " + ec.message());
+  }
+  // Large uploads are spooled here (upload_spool.h), on the data dir's disk.
+  Limits limits = config.limits;
+  limits.spool_dir = (std::filesystem::path(config.data_dir) / "spool").string();
+  if (auto ok = UploadSpool::prepare_dir(limits.spool_dir); !ok) {
+    return tl::unexpected(ok.error());
   }
   auto signing = Signing::create(config.signing, config.data_dir);
   if (!signing) {
@@ -139,7 +147,7 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
       [handler = service->handler_.get()](Request&& r, const Responder& respond) {
         handler->handle_async(r, respond);
       },
-      config.limits, &metrics,
+      limits, &metrics,
       [handler = service->handler_.get()](const Request& head, bool sends_spent) {
         return handler->admit(head, sends_spent);
       });

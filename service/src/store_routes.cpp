@@ -4,6 +4,7 @@
 #include "artifact_body.h"
 #include "responses.h"
 #include "scopes.h"
+#include "upload_spool.h"
 
 #include <kcache/cachekey/key_manifest.h>
 #include <kcache/cachekey/sha256.h>
@@ -70,6 +71,77 @@ std::optional<Response> streamed_artifact(const Request& req,
   res.body().source = std::make_shared<ArtifactBody>(artifacts, std::move(head));
   res.prepare_payload();
   return res;
+}
+
+// A CAS blob stored as chunks (an upload spooled to disk) is found by its
+// whole digest through this record in the action area: one output, the blob,
+// with its chunk list. Being a record, it keeps the chunks alive as any
+// record keeps its blobs, and it is signed like one.
+std::string cas_index_key(std::string_view digest) {
+  return "kcas-" + std::string(digest);
+}
+
+// The chunked blob `digest` names, when an index record lists it.
+storage::Result<std::optional<storage::OutputRef>>
+chunked_cas_blob(storage::ArtifactStore& artifacts, std::string_view digest) {
+  auto index = artifacts.get_record(cas_index_key(digest));
+  if (!index) {
+    return tl::unexpected(index.error());
+  }
+  if (!index->has_value() || (*index)->outputs.size() != 1 ||
+      (*index)->outputs.front().digest != digest || (*index)->outputs.front().chunks.empty()) {
+    return std::optional<storage::OutputRef>();
+  }
+  return std::move((*index)->outputs.front());
+}
+
+// Stores a spooled upload a chunk at a time: memory holds one chunk, never
+// the blob. The bytes are hashed again as they are read back, so what is
+// stored is what was checked against the URL on arrival.
+Response put_spooled_blob(const Request& req, storage::Store& store,
+                          storage::ArtifactStore& artifacts, std::string_view digest,
+                          BodySource& spool, const std::string& writer) {
+  storage::OutputRef blob{"blob", std::string(digest), spool.size(), {}};
+  cachekey::Sha256 again;
+  std::string whole; // a blob small enough to be stored whole (a short chunked upload)
+  while (true) {
+    auto piece = spool.next();
+    if (!piece) {
+      return error(req, http::status::internal_server_error, piece.error());
+    }
+    if (piece->empty()) {
+      break;
+    }
+    again.update(*piece);
+    if (blob.size <= storage::kChunkThreshold) {
+      whole.append(*piece);
+      continue;
+    }
+    auto chunk = storage::put_chunk(store, *piece);
+    if (!chunk) {
+      return store_error(req, chunk.error());
+    }
+    blob.chunks.push_back(std::move(*chunk));
+  }
+  if (cachekey::to_hex(again.finish()) != digest) {
+    return error(req, http::status::internal_server_error,
+                 "the upload spool changed on disk before it was stored");
+  }
+  if (blob.chunks.empty()) {
+    if (auto ok = store.put(Area::kCas, digest, whole); !ok) {
+      return store_error(req, ok.error());
+    }
+    return json_response(req, http::status::created, json{{"digest", digest}});
+  }
+  storage::ActionRecord index;
+  index.key = cas_index_key(digest);
+  index.outputs.push_back(std::move(blob));
+  index.producer = "kcached";
+  index.writer = writer;
+  if (auto ok = artifacts.put_record(std::move(index)); !ok) {
+    return store_error(req, ok.error());
+  }
+  return json_response(req, http::status::created, json{{"digest", digest}});
 }
 
 } // namespace
@@ -163,19 +235,58 @@ Response RequestHandler::cas(const Request& req, const RouteArgs& args) {
   switch (req.method()) {
   case http::verb::head: {
     auto found = store_.contains(Area::kCas, digest);
-    return found ? head_response(req, *found) : store_error(req, found.error());
+    if (!found) {
+      return store_error(req, found.error());
+    }
+    if (*found) {
+      return head_response(req, true);
+    }
+    auto chunked = chunked_cas_blob(artifacts_, digest);
+    if (!chunked) {
+      return store_error(req, chunked.error());
+    }
+    if (!chunked->has_value()) {
+      return head_response(req, false);
+    }
+    auto present = artifacts_.reader(**chunked).present();
+    return present ? head_response(req, *present) : store_error(req, present.error());
   }
   case http::verb::get: {
     auto blob = store_.get(Area::kCas, digest);
     if (!blob) {
       return store_error(req, blob.error());
     }
-    if (!blob->has_value()) {
-      return error(req, http::status::not_found, "no blob " + std::string(digest));
+    if (blob->has_value()) {
+      return make(req, http::status::ok, std::move(**blob), wire::kBytesContentType);
     }
-    return make(req, http::status::ok, std::move(**blob), wire::kBytesContentType);
+    // Stored as chunks: streamed a chunk at a time, as entry reads are.
+    auto chunked = chunked_cas_blob(artifacts_, digest);
+    if (!chunked) {
+      return store_error(req, chunked.error());
+    }
+    if (chunked->has_value()) {
+      storage::BlobReader reader = artifacts_.reader(**chunked);
+      auto present = reader.present();
+      if (!present) {
+        return store_error(req, present.error());
+      }
+      if (*present) {
+        Response res = make(req, http::status::ok, std::string(), wire::kBytesContentType);
+        res.body().source = std::make_shared<BlobBody>(std::move(reader), (*chunked)->size);
+        res.prepare_payload();
+        return res;
+      }
+    }
+    return error(req, http::status::not_found, "no blob " + std::string(digest));
   }
   case http::verb::put: {
+    if (const auto spool = std::dynamic_pointer_cast<UploadSpool>(req.body().source)) {
+      if (spool->sha256_hex() != digest) {
+        return error(req, http::status::bad_request,
+                     "body hashes to " + spool->sha256_hex() + ", not to the URL's digest");
+      }
+      return put_spooled_blob(req, store_, artifacts_, digest, *spool, args.who.name);
+    }
     const std::string actual = cachekey::to_hex(cachekey::Sha256::of(req.body()));
     if (actual != digest) {
       return error(req, http::status::bad_request,
@@ -193,6 +304,11 @@ Response RequestHandler::cas(const Request& req, const RouteArgs& args) {
                        "deleting a CAS blob needs admin on \"*\" (token '" + args.who.name + "')");
     }
     if (auto ok = store_.remove(Area::kCas, digest); !ok) {
+      return store_error(req, ok.error());
+    }
+    // A blob stored as chunks goes with its index (the chunks, shared by
+    // content, stay for whoever else lists them; gc takes the rest).
+    if (auto ok = store_.remove(Area::kAction, cas_index_key(digest)); !ok) {
       return store_error(req, ok.error());
     }
     return json_response(req, http::status::ok, json{{"deleted", digest}});

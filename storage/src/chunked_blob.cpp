@@ -28,14 +28,21 @@ Result<std::vector<ChunkRef>> put_blob(Store& store, std::string_view digest,
   }
   chunks.reserve((data.size() + kChunkSize - 1) / kChunkSize);
   for (std::size_t at = 0; at < data.size(); at += kChunkSize) {
-    const std::string_view piece = data.substr(at, kChunkSize);
-    ChunkRef chunk{cachekey::to_hex(cachekey::Sha256::of(piece)), piece.size()};
-    if (auto ok = put_once(store, chunk.digest, piece); !ok) {
-      return tl::unexpected(ok.error());
+    auto chunk = put_chunk(store, data.substr(at, kChunkSize));
+    if (!chunk) {
+      return tl::unexpected(chunk.error());
     }
-    chunks.push_back(std::move(chunk));
+    chunks.push_back(std::move(*chunk));
   }
   return chunks;
+}
+
+Result<ChunkRef> put_chunk(Store& store, std::string_view data) {
+  ChunkRef chunk{cachekey::to_hex(cachekey::Sha256::of(data)), data.size()};
+  if (auto ok = put_once(store, chunk.digest, data); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  return chunk;
 }
 
 BlobReader::BlobReader(Store& store, std::string digest, std::uint64_t size,

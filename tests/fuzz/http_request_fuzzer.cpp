@@ -24,7 +24,7 @@ struct Fixture {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static Fixture fixture; // one store across inputs: state-dependent paths get exercised too
   namespace http = boost::beast::http;
-  http::request_parser<http::string_body> parser;
+  http::request_parser<kcache::service::PieceBody> parser;
   parser.header_limit(16 << 10);
   parser.body_limit(1 << 20);
   parser.eager(true);

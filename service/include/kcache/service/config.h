@@ -24,6 +24,8 @@
 //   body_memory      = "1GiB"               # request bodies in memory, all connections
 //   send_memory      = "1GiB"               # responses being written, all connections
 //   send_memory_per_peer = "256MiB"         # of that, one remote address; 0: a quarter
+//   spool_threshold  = "4MiB"               # uploads over it go to a file in data_dir/spool
+//   spool_disk       = "4GiB"               # spooled upload bytes on disk, all connections
 //   [jobs]
 //   worker_binary   = ""                    # kcache-worker; "" finds it next to kcached
 //   workers         = 2                     # concurrent compiles; 0 disables compiling
@@ -108,6 +110,12 @@ struct Limits {
   std::uint64_t peer_send_cap() const {
     return send_memory_per_peer_bytes != 0 ? send_memory_per_peer_bytes : send_memory_bytes / 4;
   }
+  // Raw-byte uploads (PUT /v1/cas/...) over spool_threshold, or of unknown
+  // length, are written to an unnamed file in spool_dir as they arrive, not
+  // held in memory (upload_spool.h); such files together at most spool_disk.
+  std::uint64_t spool_threshold_bytes = 4ULL << 20;
+  std::uint64_t spool_disk_bytes = 4ULL << 30;
+  std::string spool_dir; // data_dir/spool, set by the service; "": no spooling
 };
 
 struct JobsConfig {

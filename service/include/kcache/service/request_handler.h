@@ -27,7 +27,9 @@
 namespace kcache::service {
 
 namespace http = boost::beast::http;
-using Request = http::request<http::string_body>;
+// A string body, or (an upload spooled to disk, upload_spool.h) a source to
+// read the body from piece by piece, its string empty.
+using Request = http::request<PieceBody>;
 // A string body, or one streamed piece by piece (piece_body.h).
 using Response = http::response<PieceBody>;
 

@@ -46,6 +46,10 @@ inline constexpr std::size_t kChunkSize = (1 << 20) - (4 << 10);
 Result<std::vector<ChunkRef>> put_blob(Store& store, std::string_view digest,
                                        std::string_view data);
 
+// Stores one chunk of a blob read piece by piece (an upload spooled to disk),
+// unless present; put_blob's step. Returns the chunk's reference.
+Result<ChunkRef> put_chunk(Store& store, std::string_view data);
+
 // Reads one blob (whole or chunked) piece by piece.
 class BlobReader {
 public:
