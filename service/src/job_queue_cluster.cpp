@@ -32,11 +32,12 @@ std::vector<std::string> capabilities_of(const JobRunner& runner, const NodeHard
 
 ClusterJobs::ClusterJobs(const JobsConfig& jobs, const ClusterConfig& cluster,
                          const storage::RedisOptions& redis, Parts parts, MetricsRegistry& metrics)
-    : jobs_(jobs), cluster_(cluster), parts_(parts), redis_(storage::RedisClient::create(redis)),
+    : jobs_(jobs), cluster_(cluster), parts_(std::move(parts)),
+      redis_(storage::RedisClient::create(redis)),
       queue_(*redis_,
              ClusterQueueOptions{
-                 cluster.node_id, capabilities_of(parts.runner, parts.hardware),
-                 parts.hardware.cpu_arch, cluster.heartbeat * 3, cluster.visibility_timeout,
+                 cluster.node_id, capabilities_of(parts_.runner, parts_.hardware),
+                 parts_.hardware.cpu_arch, cluster.heartbeat * 3, cluster.visibility_timeout,
                  std::chrono::hours(24),
                  std::chrono::duration_cast<std::chrono::milliseconds>(jobs.negative_ttl),
                  redis.cluster}),
@@ -358,10 +359,6 @@ void ClusterJobs::run(const RedisJobQueue::Claim& claim) {
   cv_.notify_all();
 }
 
-void ClusterJobs::heartbeat_loop(const std::stop_token& stop) {
-  while (!stop.stop_requested()) {
-    sleep(stop, cluster_.heartbeat);
-    if (stop.stop_requested()) {
 void ClusterJobs::run_search(const RedisJobQueue::Claim& claim) {
   const std::string id = claim.job.id;
   std::stop_source cancel;
@@ -429,6 +426,10 @@ void ClusterJobs::run_search(const RedisJobQueue::Claim& claim) {
   cv_.notify_all();
 }
 
+void ClusterJobs::heartbeat_loop(const std::stop_token& stop) {
+  while (!stop.stop_requested()) {
+    sleep(stop, cluster_.heartbeat);
+    if (stop.stop_requested()) {
       return;
     }
     std::vector<RedisJobQueue::Claim> claims;
@@ -455,11 +456,11 @@ void ClusterJobs::run_search(const RedisJobQueue::Claim& claim) {
       spdlog::info("cluster queue: reclaimed {} jobs of stalled or dead nodes", *reclaimed);
       reclaimed_.inc(*reclaimed);
     }
+    (void)queue_.advertise(); // a Redis error: the next beat tries again
     if (auto depth = queue_.depth()) {
       depth_ = *depth;
     }
   }
-    (void)queue_.advertise(); // a Redis error: the next beat tries again
 }
 
 void ClusterJobs::waiter_loop(const std::stop_token& stop) {
