@@ -1,10 +1,12 @@
-// Cluster-wide leases and the node registry (issue 15 parts 2 and 3), on a
-// real redis-server: RedisLeaseTable directly (two tables = two nodes), then
-// real kcached nodes in cluster mode with ranks asking different nodes.
+// Cluster-wide leases and the node registry (issue 15 parts 2 and 3):
+// RedisLeaseTable directly (two tables = two nodes), then real kcached nodes
+// in cluster mode with ranks asking different nodes. Each test runs on a
+// standalone redis-server (.../Standalone) and on a real 3-master Redis
+// Cluster (.../RedisCluster), where a lease's keys share its hash tag, so
+// every script runs on one slot, whichever master owns it.
 
 #include "kcached_process.h"
-#include "redis_cluster.h"
-#include "redis_server.h"
+#include "redis_suite.h"
 #include "temp_dir.h"
 
 #include <kcache/client/client.h>
@@ -29,14 +31,20 @@ namespace {
 using service::LeaseTable;
 using service::RedisLeaseTable;
 using testing::KcachedProcess;
-using testing::RedisServer;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-storage::RedisOptions options_for(const RedisServer& redis) {
-  auto url = storage::StoreUrl::parse(redis.url("namespace=leases&timeout_ms=300"));
-  return *storage::parse_redis_url(*url);
-}
+class RedisLeases : public testing::RedisSuite {
+protected:
+  storage::RedisOptions options() {
+    auto url = storage::StoreUrl::parse(redis().url("namespace=" + ns() + "&timeout_ms=300"));
+    return *storage::parse_redis_url(*url);
+  }
+  // The key under which a lease on `key` lives (its hash slot picks the master).
+  std::string lease_key(const std::string& key) { return ns() + ":lease:{" + key + "}"; }
+};
+
+INSTANTIATE_TEST_SUITE_P(, RedisLeases, testing::RedisKinds(), testing::RedisKindName);
 
 // The fencing counter of a Redis-granted token "r<seq>.<nonce>".
 long long sequence_of(const std::string& token) {
@@ -54,9 +62,8 @@ struct Wake {
   }
 };
 
-TEST(RedisLeases, OneHolderAcrossNodesWithGrowingFencingTokens) {
-  RedisServer redis;
-  const auto options = options_for(redis);
+TEST_P(RedisLeases, OneHolderAcrossNodesWithGrowingFencingTokens) {
+  const auto options = this->options();
   auto client_a = storage::RedisClient::create(options);
   auto client_b = storage::RedisClient::create(options);
   RedisLeaseTable node_a(*client_a, options), node_b(*client_b, options);
@@ -86,9 +93,8 @@ TEST(RedisLeases, OneHolderAcrossNodesWithGrowingFencingTokens) {
   EXPECT_TRUE(node_a.held("kc1-graph"));
 }
 
-TEST(RedisLeases, AnExpiredLeaseGoesToTheNextAsker) {
-  RedisServer redis;
-  const auto options = options_for(redis);
+TEST_P(RedisLeases, AnExpiredLeaseGoesToTheNextAsker) {
+  const auto options = this->options();
   auto client = storage::RedisClient::create(options);
   RedisLeaseTable table(*client, options);
   const auto stalled = table.acquire("kc1-x", "stalled-rank", 150ms);
@@ -99,9 +105,8 @@ TEST(RedisLeases, AnExpiredLeaseGoesToTheNextAsker) {
   EXPECT_FALSE(table.renew("kc1-x", stalled.token, 10s)) << "a stalled holder cannot come back";
 }
 
-TEST(RedisLeases, APutOnOneNodeWakesTheWaitersOfAnother) {
-  RedisServer redis;
-  const auto options = options_for(redis);
+TEST_P(RedisLeases, APutOnOneNodeWakesTheWaitersOfAnother) {
+  const auto options = this->options();
   auto client_a = storage::RedisClient::create(options);
   auto client_b = storage::RedisClient::create(options);
   // Polling slower than the test's bound: the wake must come from the event.
@@ -120,9 +125,8 @@ TEST(RedisLeases, APutOnOneNodeWakesTheWaitersOfAnother) {
   EXPECT_FALSE(node_b.held("kc1-y")) << "a put ends the lease cluster-wide";
 }
 
-TEST(RedisLeases, WithoutEventsPollingEndsTheWaitWhenTheLeaseEnds) {
-  RedisServer redis;
-  const auto options = options_for(redis);
+TEST_P(RedisLeases, WithoutEventsPollingEndsTheWaitWhenTheLeaseEnds) {
+  const auto options = this->options();
   auto client_a = storage::RedisClient::create(options);
   auto client_b = storage::RedisClient::create(options);
   storage::RedisOptions no_subscription = options;
@@ -138,12 +142,15 @@ TEST(RedisLeases, WithoutEventsPollingEndsTheWaitWhenTheLeaseEnds) {
   ASSERT_EQ(woken.future.wait_for(3s), std::future_status::ready);
 }
 
-TEST(RedisLeases, RedisDownFailsOpenToNodeLocalLeases) {
-  RedisServer redis;
-  const auto options = options_for(redis);
+// Redis down (a cluster: the master that owns the lease's slot).
+TEST_P(RedisLeases, RedisDownFailsOpenToNodeLocalLeases) {
+  const auto options = this->options();
   auto client = storage::RedisClient::create(options);
   RedisLeaseTable table(*client, options);
-  redis.kill();
+  if (testing::RedisCluster* cluster = redis().cluster()) {
+    redis().aim_at(cluster->owner_of(storage::redis_hash_slot(lease_key("kc1-down"))));
+  }
+  redis().kill();
   const auto start = Clock::now();
   const auto lease = table.acquire("kc1-down", "rank0", 10s);
   ASSERT_TRUE(lease.granted);
@@ -157,19 +164,18 @@ TEST(RedisLeases, RedisDownFailsOpenToNodeLocalLeases) {
   EXPECT_LT(Clock::now() - start, 5s) << "an outage costs deadlines, not hangs";
 }
 
-// The same scripts on a 3-master Redis Cluster: a lease's keys share its hash
-// tag, so every script runs on one slot, whichever master owns it.
-TEST(RedisLeases, OnARedisClusterEveryKeysLeaseWorksOnItsOwnMaster) {
-  testing::RedisCluster cluster;
-  auto url = storage::StoreUrl::parse(cluster.url("namespace=leases"));
-  const auto options = *storage::parse_redis_url(*url);
+// Many keys, so that on the cluster their leases land on every master.
+TEST_P(RedisLeases, EveryKeysLeaseWorksWhereverItsSlotIs) {
+  const auto options = this->options();
   auto client_a = storage::RedisClient::create(options);
   auto client_b = storage::RedisClient::create(options);
   RedisLeaseTable node_a(*client_a, options), node_b(*client_b, options);
   std::set<int> masters;
   for (int i = 0; i < 12; ++i) {
     const std::string key = "kc1-graph-" + std::to_string(i);
-    masters.insert(cluster.owner_of(storage::redis_hash_slot("leases:lease:{" + key + "}")));
+    if (testing::RedisCluster* cluster = redis().cluster()) {
+      masters.insert(cluster->owner_of(storage::redis_hash_slot(lease_key(key))));
+    }
     const auto lease = node_a.acquire(key, "rank0", 10s);
     ASSERT_TRUE(lease.granted) << key;
     EXPECT_TRUE(lease.token.starts_with(RedisLeaseTable::kTokenPrefix)) << lease.token;
@@ -181,12 +187,16 @@ TEST(RedisLeases, OnARedisClusterEveryKeysLeaseWorksOnItsOwnMaster) {
     ASSERT_EQ(woken.future.wait_for(5s), std::future_status::ready) << key;
     EXPECT_FALSE(node_b.held(key)) << key;
   }
-  EXPECT_EQ(masters.size(), 3U) << "the keys spread over every master";
+  if (on_cluster()) {
+    EXPECT_EQ(masters.size(), 3U) << "the keys spread over every master";
+  }
 }
 
-TEST(NodeRegistry, NodesHeartbeatAndADeadOneDropsOut) {
-  RedisServer redis;
-  const auto options = options_for(redis);
+class NodeRegistry : public RedisLeases {};
+INSTANTIATE_TEST_SUITE_P(, NodeRegistry, testing::RedisKinds(), testing::RedisKindName);
+
+TEST_P(NodeRegistry, NodesHeartbeatAndADeadOneDropsOut) {
+  const auto options = this->options();
   auto client = storage::RedisClient::create(options);
   service::MetricsRegistry metrics;
   auto node = [&](const std::string& id) {
@@ -221,10 +231,12 @@ TEST(NodeRegistry, NodesHeartbeatAndADeadOneDropsOut) {
   EXPECT_EQ(listed->size(), 1U);
 }
 
+class ClusterLeases : public testing::RedisSuite {};
+INSTANTIATE_TEST_SUITE_P(, ClusterLeases, testing::RedisKinds(), testing::RedisKindName);
+
 // Real nodes: ranks on two kcached take one lease; one compiles, three hit.
-TEST(ClusterLeases, FourRanksOnTwoNodesOneProducesThreeHit) {
-  RedisServer redis;
-  const std::string redis_url = redis.url("namespace=cluster-leases");
+TEST_P(ClusterLeases, FourRanksOnTwoNodesOneProducesThreeHit) {
+  const std::string redis_url = redis().url("namespace=" + ns());
   // One signing key for the cluster: each node serves the other's records.
   testing::TempDir keys;
   const std::string key_file = (keys.path() / "cluster.pem").string();
@@ -301,7 +313,7 @@ TEST(ClusterLeases, FourRanksOnTwoNodesOneProducesThreeHit) {
   EXPECT_NE(out.find("\"heartbeat_ms\""), std::string::npos) << out;
 }
 
-TEST(ClusterLeases, NodesAnswers404OutsideClusterMode) {
+TEST(ClusterLeasesNoRedis, NodesAnswers404OutsideClusterMode) {
   KcachedProcess kcached;
   std::string out;
   // Exit status 1: not found (the reason goes to stderr).

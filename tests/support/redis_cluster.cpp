@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -61,41 +62,14 @@ std::string a_key_in_slot(int port, const std::string& slot) {
 
 } // namespace
 
-RedisCluster::RedisCluster() {
-  const std::string server = find_binary("redis-server", "KCACHE_REDIS_SERVER");
+RedisCluster::RedisCluster() : server_(find_binary("redis-server", "KCACHE_REDIS_SERVER")) {
   const std::string cli = find_binary("redis-cli", "KCACHE_REDIS_CLI");
-  for (int i = 0; i < 3; ++i) {
-    const int port = free_loopback_port();
-    const std::filesystem::path dir = dir_.path() / std::to_string(port);
-    std::filesystem::create_directories(dir);
+  for (std::size_t i = 0; i < 3; ++i) {
+    ports_.push_back(free_loopback_port());
     // The bus port is named: port + 10000 (the default) may not be free.
-    pids_.push_back(spawn_logged({server,
-                                  "--port",
-                                  std::to_string(port),
-                                  "--cluster-port",
-                                  std::to_string(free_loopback_port()),
-                                  "--bind",
-                                  "127.0.0.1",
-                                  "--cluster-enabled",
-                                  "yes",
-                                  "--cluster-config-file",
-                                  (dir / "nodes.conf").string(),
-                                  "--save",
-                                  "",
-                                  "--appendonly",
-                                  "no",
-                                  "--dir",
-                                  dir.string(),
-                                  "--loglevel",
-                                  "warning",
-                                  "--protected-mode",
-                                  "no"},
-                                 (dir / "redis.log").string()));
-    ports_.push_back(port);
-  }
-  for (const int port : ports_) {
-    wait_until([port] { return RedisAdmin(port).run({"PING"}) == "PONG"; },
-               "node " + std::to_string(port) + " does not answer PING");
+    bus_ports_.push_back(free_loopback_port());
+    pids_.push_back(-1);
+    spawn(i);
   }
   std::vector<std::string> create = {cli, "--cluster", "create"};
   for (const int port : ports_) {
@@ -109,6 +83,42 @@ RedisCluster::RedisCluster() {
     throw std::runtime_error("redis-cli --cluster create failed: see " +
                              (dir_.path() / "create.log").string());
   }
+  wait_until_ok();
+}
+
+// Starts master `index` on its ports and directory (nodes.conf: after a
+// restart it is the same node, owning the same slots) and waits for PING.
+void RedisCluster::spawn(std::size_t index) {
+  const int port = ports_[index];
+  const std::filesystem::path dir = dir_.path() / std::to_string(port);
+  std::filesystem::create_directories(dir);
+  pids_[index] = spawn_logged({server_,
+                               "--port",
+                               std::to_string(port),
+                               "--cluster-port",
+                               std::to_string(bus_ports_[index]),
+                               "--bind",
+                               "127.0.0.1",
+                               "--cluster-enabled",
+                               "yes",
+                               "--cluster-config-file",
+                               (dir / "nodes.conf").string(),
+                               "--save",
+                               "",
+                               "--appendonly",
+                               "no",
+                               "--dir",
+                               dir.string(),
+                               "--loglevel",
+                               "warning",
+                               "--protected-mode",
+                               "no"},
+                              (dir / "redis.log").string());
+  wait_until([port] { return RedisAdmin(port).run({"PING"}) == "PONG"; },
+             "node " + std::to_string(port) + " does not answer PING");
+}
+
+void RedisCluster::wait_until_ok() const {
   for (const int port : ports_) {
     wait_until(
         [port] {
@@ -187,6 +197,73 @@ void RedisCluster::finish_migration(int slot, int to_port) {
 void RedisCluster::move_slot(int slot, int to_port) {
   start_migration(slot, to_port);
   finish_migration(slot, to_port);
+}
+
+std::size_t RedisCluster::index_of(int port) const {
+  for (std::size_t i = 0; i < ports_.size(); ++i) {
+    if (ports_[i] == port) {
+      return i;
+    }
+  }
+  throw std::runtime_error("redis cluster: no master on port " + std::to_string(port));
+}
+
+void RedisCluster::pause(int port) {
+  if (const pid_t pid = pids_[index_of(port)]; pid > 0) {
+    ::kill(pid, SIGSTOP);
+  }
+}
+
+void RedisCluster::resume(int port) {
+  if (const pid_t pid = pids_[index_of(port)]; pid > 0) {
+    ::kill(pid, SIGCONT);
+  }
+}
+
+void RedisCluster::kill(int port) {
+  kill_and_reap(pids_[index_of(port)]);
+}
+
+void RedisCluster::restart(int port) {
+  const std::size_t index = index_of(port);
+  kill_and_reap(pids_[index]);
+  spawn(index);
+  wait_until_ok();
+}
+
+void RedisCluster::restart_all() {
+  for (std::size_t i = 0; i < ports_.size(); ++i) {
+    kill_and_reap(pids_[i]);
+  }
+  for (std::size_t i = 0; i < ports_.size(); ++i) {
+    spawn(i);
+  }
+  wait_until_ok();
+}
+
+int RedisCluster::master_holding(const std::string& pattern) const {
+  for (const int port : ports_) {
+    std::unique_ptr<redisContext, decltype(&redisFree)> ctx(redisConnect("127.0.0.1", port),
+                                                            &redisFree);
+    if (!ctx || ctx->err != 0) {
+      continue; // a master that is down holds nothing we can see
+    }
+    std::string cursor = "0";
+    do {
+      std::unique_ptr<redisReply, decltype(&freeReplyObject)> reply(
+          static_cast<redisReply*>(redisCommand(ctx.get(), "SCAN %s MATCH %s COUNT 1000",
+                                                cursor.c_str(), pattern.c_str())),
+          &freeReplyObject);
+      if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) {
+        break;
+      }
+      if (reply->element[1]->elements > 0) {
+        return port;
+      }
+      cursor.assign(reply->element[0]->str, reply->element[0]->len);
+    } while (cursor != "0");
+  }
+  return 0;
 }
 
 } // namespace kcache::testing

@@ -4,11 +4,18 @@
 // joined by `redis-cli --cluster create`, up once every node says
 // cluster_state:ok; killed in the destructor. Start-up takes about 2 s
 // (redis-cli waits for the nodes to meet), so suites share one.
+//
+// Fault tests take one master away (pause: SIGSTOP; kill: SIGKILL) and
+// restart it on its port and nodes.conf: it rejoins as the same node with
+// the same slots, and no data (no persistence, no replicas). Down for less
+// than cluster-node-timeout (15 s), the others still say cluster_state:ok and
+// serve their own slots.
 
 #include "temp_dir.h"
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -36,9 +43,28 @@ public:
   void start_migration(int slot, int to_port);
   void finish_migration(int slot, int to_port);
 
+  // One master, by its port.
+  void pause(int port);
+  void resume(int port);
+  void kill(int port);
+  // Kills it if it runs, starts it again and waits for cluster_state:ok on
+  // every master.
+  void restart(int port);
+  // Every master killed and started again (a whole-cluster outage).
+  void restart_all();
+  // The port of a master holding a key that matches `pattern` (SCAN MATCH),
+  // or 0 when none does.
+  int master_holding(const std::string& pattern) const;
+
 private:
+  std::size_t index_of(int port) const;
+  void spawn(std::size_t index);
+  void wait_until_ok() const;
+
   TempDir dir_;
+  std::string server_;
   std::vector<int> ports_;
+  std::vector<int> bus_ports_;
   std::vector<pid_t> pids_;
 };
 
