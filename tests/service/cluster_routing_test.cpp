@@ -242,13 +242,13 @@ TEST(ClusterRouting, CompileJobsGoToANodeWithTheirBackend) {
   std::vector<std::string> ids;
   for (int i = 0; i < 4; ++i) {
     const std::string n = std::to_string(i);
-    const json spec{
-        {"backend", "cuda"},
-        {"source",
-         {{"name", "k.cu"},
-          {"text", "extern \"C\" __global__ void k" + n + "(float* x) { x[0] = " + n + "; }\n"}}},
-        {"target", "sm_80"},
-        {"output", "cubin"}};
+    std::string source = "extern \"C\" __global__ void k";
+    source += n + "(float* x) { x[0] = ";
+    source += n + "; }\n";
+    const json spec{{"backend", "cuda"},
+                    {"source", {{"name", "k.cu"}, {"text", source}}},
+                    {"target", "sm_80"},
+                    {"output", "cubin"}};
     const json body{{"key", "kc1-route-cuda-" + n}, {"spec", spec}};
     auto res =
         on_a->request(client::HttpMethod::kPost, "/v1/jobs", body.dump(), "application/json");
