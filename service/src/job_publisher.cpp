@@ -71,6 +71,7 @@ std::optional<std::string> JobPublisher::cached(const std::string& key,
   if (auto stored = artifacts_.put(std::move(copy), std::move((*artifact)->files)); !stored) {
     return std::nullopt;
   }
+  announce(key);
   return "compiled before under another key";
 }
 
@@ -126,6 +127,7 @@ JobPublisher::publish_compile(const compiler::CompileResult& result, const Compi
                       stored.error().message);
         return tl::unexpected(stored.error().message);
       }
+      announce(key);
     }
   }
 }
@@ -141,8 +143,25 @@ JobPublisher::publish_winner(const std::vector<std::string>& keys, const std::st
     if (!stored) {
       return tl::unexpected(stored.error().message);
     }
+    announce(key);
   }
   return {};
+}
+
+void JobPublisher::on_stored(std::function<void(const std::string& key)> listener) {
+  std::lock_guard lock(listener_mu_);
+  listener_ = std::move(listener);
+}
+
+void JobPublisher::announce(const std::string& key) {
+  std::function<void(const std::string&)> listener;
+  {
+    std::lock_guard lock(listener_mu_);
+    listener = listener_;
+  }
+  if (listener) {
+    listener(key);
+  }
 }
 
 } // namespace kcache::service

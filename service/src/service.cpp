@@ -139,6 +139,12 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
   } else {
     service->leases_ = std::make_unique<LocalLeaseTable>();
   }
+  if (service->jobs_) {
+    // A job's result ends its keys' leases as a client's put does: their
+    // waiters, on every node, wake and hit.
+    service->jobs_->on_stored(
+        [leases = service->leases_.get()](const std::string& key) { leases->notify_put(key); });
+  }
   service->handler_ = std::make_unique<RequestHandler>(
       *service->store_, views, metrics, config.tokens, service->jobs_.get(), service->leases_.get(),
       &service->signing_->signer());

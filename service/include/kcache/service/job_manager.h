@@ -86,6 +86,10 @@ public:
   // queue every node serves, and this node's workers take from it too; a
   // submission Redis cannot take is queued here. Call once, before serving.
   void enable_cluster(const ClusterConfig& cluster, const storage::RedisOptions& redis);
+  // Each key a job's result is stored under, as it lands (JobPublisher::on_stored).
+  void on_stored(std::function<void(const std::string& key)> listener) {
+    publisher_.on_stored(std::move(listener));
+  }
   // The capabilities this node serves in cluster mode (job_capability.h);
   // empty outside it.
   std::vector<std::string> cluster_capabilities() const {

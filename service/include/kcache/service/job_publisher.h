@@ -4,7 +4,8 @@
 // woken client's next get is a hit). Also answers "is it compiled already?"
 // at submission and reads compiled variants back for autotune benchmarks.
 //
-// Thread-safe as the store is: it keeps no state of its own.
+// Thread-safe as the store is: it keeps no state of its own but the
+// listener, which a mutex guards.
 
 #include <kcache/compiler/backend.h>
 #include <kcache/storage/artifact_store.h>
@@ -12,6 +13,7 @@
 
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,7 +56,14 @@ public:
                                                  const std::map<std::string, std::string>& metadata,
                                                  const std::string& writer = {});
 
+  // Called with each key a result was just stored under, on the storing
+  // thread: kcached ends the key's lease with it (LeaseTable::notify_put), so
+  // the lease's waiters wake on a job's result as on a client's put. Set
+  // once, while jobs may already run (recovered ones): until then, none.
+  void on_stored(std::function<void(const std::string& key)> listener);
+
 private:
+  void announce(const std::string& key); // to the listener
   // `manifest_json`, when it is a manifest of `key`; else nullopt (logged
   // when there was one: the record is stored without it, in no namespace).
   static std::optional<cachekey::KeyManifest> manifest_of(const std::string& key,
@@ -62,6 +71,8 @@ private:
 
   storage::ArtifactStore artifacts_;
   const std::string producer_; // "kcache-worker@<host>"
+  std::mutex listener_mu_;
+  std::function<void(const std::string&)> listener_;
 };
 
 } // namespace kcache::service

@@ -54,9 +54,9 @@ private:
   // Cluster mode: the Redis behind leases, the job queue and the node
   // registry (null otherwise); declared before what uses it.
   std::unique_ptr<storage::RedisClient> cluster_redis_;
+  std::unique_ptr<LeaseTable> leases_;  // jobs_ tell it their results: goes after them
   std::unique_ptr<JobManager> jobs_;    // null when this kcached compiles nothing
   std::unique_ptr<NodeRegistry> nodes_; // cluster mode; reads jobs_, so goes first
-  std::unique_ptr<LeaseTable> leases_;
   std::unique_ptr<RequestHandler> handler_;
   std::unique_ptr<HttpServer> server_;
 };
