@@ -111,7 +111,7 @@ struct HttpServer::State {
   Counter& early_rejections;
   Counter& tls_handshake_failures;
 
-  State(asio::io_context& io_context, Handler h, Admit a, Limits l, MetricsRegistry* m)
+  State(asio::io_context& io_context, Handler h, Admit a, const Limits& l, MetricsRegistry* m)
       : io(io_context), handler(std::move(h)), admit(std::move(a)), limits(l),
         body_budget(l.body_memory_bytes), send_budget(l.send_memory_bytes),
         spool_quota(std::make_shared<SpoolQuota>(l.spool_disk_bytes)),
@@ -939,7 +939,7 @@ void accept_loop(std::shared_ptr<HttpServer::State> state, Acceptor& acceptor) {
 
 } // namespace
 
-HttpServer::HttpServer(asio::io_context& io, Handler handler, Limits limits,
+HttpServer::HttpServer(asio::io_context& io, Handler handler, const Limits& limits,
                        MetricsRegistry* metrics, Admit admit)
     : state_(std::make_shared<State>(io, std::move(handler), std::move(admit), limits, metrics)) {
   if (metrics != nullptr) {

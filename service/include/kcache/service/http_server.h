@@ -54,7 +54,7 @@ public:
   using Admit = std::function<std::optional<Response>(const Request& head, bool sends_spent)>;
 
   // `metrics` may be null (the server then counts for itself only).
-  HttpServer(boost::asio::io_context& io, Handler handler, Limits limits,
+  HttpServer(boost::asio::io_context& io, Handler handler, const Limits& limits,
              MetricsRegistry* metrics = nullptr, Admit admit = nullptr);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
