@@ -6,7 +6,10 @@
 // answered (401/403/404/405/413) and the connection closed without buffering
 // its body. Bodies are then read into memory under two budgets: one request at
 // most max_body_bytes, all connections together at most body_memory (a body
-// that does not fit gets 503 with Retry-After). Responses over 64 KiB count
+// that does not fit gets 503 with Retry-After), except a raw-byte upload
+// (PUT /v1/cas) over spool_threshold, which is written to an unnamed file as it
+// arrives under the spool_disk quota (upload_spool.h) and handed to the route
+// as the request body's source. Responses over 64 KiB count
 // against send_memory the same way while they are being written; a body read
 // or a response write that makes no progress for stall_timeout ends the
 // connection. Connections are capped in all (max_connections) and per peer
