@@ -12,6 +12,14 @@ if(KCACHE_SANITIZE)
   target_link_options(kcache_build_flags INTERFACE ${_kcache_san})
 endif()
 
+# With the fuzz targets in the build, every library is compiled with libFuzzer's
+# coverage instrumentation so the fuzzers are guided by the parsers' own
+# branches, not only by the harness file. The sanitizer runtime supplies the
+# hooks for the ordinary test binaries.
+if(KCACHE_FUZZ)
+  target_compile_options(kcache_build_flags INTERFACE -fsanitize=fuzzer-no-link)
+endif()
+
 # GCC 12 reports -Wrestrict false positives inside libstdc++'s own string
 # concatenation at -O2/-O3 (GCC bug 105651, fixed in 13); every
 # `"literal" + std::string` trips it. Off for that compiler only.

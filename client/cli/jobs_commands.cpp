@@ -9,11 +9,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -206,16 +208,24 @@ void print_tuning_table(const json& table) {
       best = row.value("median_us", 0.0);
     }
   }
-  std::vector<const json*> rows;
+  // Timed variants first, fastest first; then the rest as they came. The
+  // position breaks ties, so std::sort gives the stable order (libstdc++ 12's
+  // stable_sort trips clang 19's deprecation warnings).
+  struct Row {
+    double order;
+    std::size_t position;
+    const json* row;
+  };
+  std::vector<Row> sorted;
   for (const json& row : table["rows"]) {
-    rows.push_back(&row);
+    const double us = row.value("median_us", 0.0);
+    sorted.push_back({us > 0 ? us : std::numeric_limits<double>::infinity(), sorted.size(), &row});
   }
-  // Timed variants first, fastest first; then the rest as they came.
-  std::stable_sort(rows.begin(), rows.end(), [](const json* a, const json* b) {
-    const double ta = a->value("median_us", 0.0), tb = b->value("median_us", 0.0);
-    return ta > 0 && (tb == 0 || ta < tb);
+  std::sort(sorted.begin(), sorted.end(), [](const Row& a, const Row& b) {
+    return a.order != b.order ? a.order < b.order : a.position < b.position;
   });
-  for (const json* row : rows) {
+  for (const Row& sorted_row : sorted) {
+    const json* row = sorted_row.row;
     const double us = row->value("median_us", 0.0);
     char time[32] = "-", ratio[32] = "-";
     if (us > 0) {

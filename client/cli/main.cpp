@@ -477,9 +477,9 @@ int cmd_gc(Cli& cli) {
 
 int main(int argc, char** argv) {
   static const std::set<std::string> kValued = {
-      "url",         "token",      "timeout-ms",  "area",        "prefix",   "sort",
-      "limit",       "o",          "producer",    "meta",        "max-size", "state",
-      "wait",        "key",        "priority",    "interval-ms", "I",        "ca-file",
+      "url",         "token",      "timeout-ms",   "area",        "prefix",   "sort",
+      "limit",       "o",          "producer",     "meta",        "max-size", "state",
+      "wait",        "key",        "priority",     "interval-ms", "I",        "ca-file",
       "client-cert", "client-key", "trusted-keys", "manifest"};
   Cli cli;
   kcache::client::ClientOptions options;

@@ -95,9 +95,7 @@ std::string quick_spec(const std::string& tag) {
 // A compile that takes about `steps` / 1e6 seconds of clang's time.
 std::string slow_spec(long steps, const std::string& tag) {
   return json{{"backend", "cpp"},
-              {"source",
-               {{"name", "kernel.cpp"},
-                {"text", R"(
+              {"source", {{"name", "kernel.cpp"}, {"text", R"(
 constexpr long spin(long n) { long s = 0; for (long i = 0; i < n; ++i) s += i % 7; return s; }
 constexpr long value = spin(SPIN);
 extern "C" long get_value() { return value; } // )" + tag}}},
