@@ -26,3 +26,15 @@ endif()
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
   target_compile_options(kcache_build_flags INTERFACE -Wno-restrict)
 endif()
+
+# clang's UBSan checks an indirect call's target type by reading a signature
+# placed just before the callee (-fsanitize=function). Machine code kcache
+# loads at run time (JIT'd objects, benchmarked kernels) has none, and a
+# function at the start of its mapping faults on that read. Files that call
+# such code say so here.
+function(kcache_calls_loaded_code)
+  if(KCACHE_SANITIZE AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    set_source_files_properties(${ARGN} DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}
+      PROPERTIES COMPILE_OPTIONS -fno-sanitize=function)
+  endif()
+endfunction()
