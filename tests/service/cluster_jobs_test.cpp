@@ -280,10 +280,13 @@ TEST_P(ClusterJobs, AStalledNodeDoesNotOverwriteTheReclaimedJob) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  // Stopped before the reclaimer starts: a reclaimer slow to start (loaded CI
+  // host, a Redis Cluster to discover) must not let the 3 s compile finish on
+  // the node meant to stall, which would leave nothing to reclaim.
+  ASSERT_EQ(::kill(a.pid(), SIGSTOP), 0);
   std::vector<std::string> b_args = node_args(redis_url(), key, fast);
   b_args.insert(b_args.end(), {"--node-id", "reclaimer"});
   KcachedProcess b(b_args);
-  ASSERT_EQ(::kill(a.pid(), SIGSTOP), 0);
   auto cb = connect(b.url());
   std::optional<client::JobStatus> done;
   const auto by = Clock::now() + std::chrono::seconds(30);
