@@ -253,15 +253,7 @@ void ClusterJobs::run(const RedisJobQueue::Claim& claim) {
     result = compile(claim, *spec, cancel.get_token());
     parts_.compile_seconds.observe(std::chrono::duration<double>(Clock::now() - start).count());
   }
-  bool lost = false;
-  bool stopping = false;
-  {
-    std::lock_guard lock(mu_);
-    const auto r = running_.find(id);
-    lost = r->second.lost;
-    running_.erase(r);
-    stopping = stopping_;
-  }
+  auto [lost, stopping] = end_run(id);
   const bool cancelled =
       !result.outcome && result.outcome.error().code == CompileError::Code::kCancelled;
   // A node stalled past the visibility timeout (SIGSTOP, a long GC-like pause)
@@ -379,15 +371,7 @@ void ClusterJobs::run_search(const RedisJobQueue::Claim& claim) {
   } else {
     job = parts_.autotune(claim.job, cancel.get_token());
   }
-  bool lost = false;
-  bool stopping = false;
-  {
-    std::lock_guard lock(mu_);
-    const auto r = running_.find(id);
-    lost = r->second.lost;
-    running_.erase(r);
-    stopping = stopping_;
-  }
+  auto [lost, stopping] = end_run(id);
   const bool succeeded = job.state == JobState::kSucceeded;
   lost = lost || (succeeded && queue_.renew(claim) == RedisJobQueue::Renewal::kLost);
   // Unfinished: this node stops; the entry is left for another to reclaim.
@@ -424,6 +408,14 @@ void ClusterJobs::run_search(const RedisJobQueue::Claim& claim) {
     poke_ = true;
   }
   cv_.notify_all();
+}
+
+ClusterJobs::RunEnd ClusterJobs::end_run(const std::string& id) {
+  std::lock_guard lock(mu_);
+  const auto r = running_.find(id);
+  RunEnd end{r->second.lost, stopping_};
+  running_.erase(r);
+  return end;
 }
 
 void ClusterJobs::heartbeat_loop(const std::stop_token& stop) {

@@ -93,6 +93,13 @@ private:
   compiler::WorkerOutcome compile(const RedisJobQueue::Claim& claim,
                                   const compiler::CompileSpec& spec, const std::stop_token& cancel);
   void heartbeat_loop(const std::stop_token& stop);
+  // Ends a run: drops its claim from running_ and says whether the claim was
+  // lost meanwhile and whether the node is stopping.
+  struct RunEnd {
+    bool lost = false;
+    bool stopping = false;
+  };
+  RunEnd end_run(const std::string& id);
   void waiter_loop(const std::stop_token& stop);
   void sleep(const std::stop_token& stop, std::chrono::milliseconds how_long);
 
