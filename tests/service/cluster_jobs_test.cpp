@@ -6,6 +6,7 @@
 // pipeline stays on one slot. Every node signs with one key, so each trusts
 // what the others put in Redis.
 
+#include "cluster_node.h"
 #include "kcached_process.h"
 #include "redis_suite.h"
 #include "scrape_metric.h"
@@ -33,23 +34,10 @@ using client::Client;
 using client::CompileOutcome;
 using client::CompileRequest;
 using testing::KcachedProcess;
+using testing::shared_signing_key;
+using testing::worker_binary;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
-
-std::string worker_binary() {
-  const char* env = std::getenv("KCACHE_WORKER_BINARY");
-  return env != nullptr && *env != '\0' ? env : testing::built_binary("kcache-worker");
-}
-
-// One signing key for every node of a test: made once by --print-public-key.
-std::string shared_signing_key(const testing::TempDir& dir) {
-  std::string key = (dir.path() / "signing.pem").string();
-  std::string out;
-  testing::run_command({testing::built_binary("kcached"), "--print-public-key", "--signing-key",
-                        key, "--data-dir", (dir.path() / "unused").string()},
-                       out);
-  return key;
-}
 
 std::vector<std::string> node_args(const std::string& redis_url, const std::string& key,
                                    std::vector<std::string> extra = {}) {

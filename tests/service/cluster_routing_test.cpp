@@ -3,6 +3,7 @@
 // benchmarks. A search runs only on a node of its tuning class; one for a
 // class no node has waits, says so, and runs when such a node joins.
 
+#include "cluster_node.h"
 #include "kcached_process.h"
 #include "redis_server.h"
 #include "scrape_metric.h"
@@ -27,21 +28,8 @@ using client::Client;
 using nlohmann::json;
 using testing::KcachedProcess;
 using testing::RedisServer;
-
-std::string worker_binary() {
-  const char* env = std::getenv("KCACHE_WORKER_BINARY");
-  return env != nullptr && *env != '\0' ? env : testing::built_binary("kcache-worker");
-}
-
-// One signing key for every node: each trusts what the others put in Redis.
-std::string shared_signing_key(const testing::TempDir& dir) {
-  std::string key = (dir.path() / "signing.pem").string();
-  std::string out;
-  testing::run_command({testing::built_binary("kcached"), "--print-public-key", "--signing-key",
-                        key, "--data-dir", (dir.path() / "unused").string()},
-                       out);
-  return key;
-}
+using testing::shared_signing_key;
+using testing::worker_binary;
 
 std::vector<std::string> node_args(const RedisServer& redis, const std::string& key,
                                    const std::string& id, const std::string& tuning_class) {
