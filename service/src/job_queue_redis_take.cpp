@@ -46,9 +46,10 @@ Result<void> RedisJobQueue::ensure_group(const std::string& name) {
   return {};
 }
 
-void RedisJobQueue::add_entries(const std::string& name, const RedisReply& entries,
-                                const std::set<std::string>& skip) {
+std::size_t RedisJobQueue::add_entries(const std::string& name, const RedisReply& entries,
+                                       const std::set<std::string>& skip) {
   std::lock_guard lock(mu_);
+  std::size_t added = 0;
   for (const RedisReply& e : entries.elements) {
     if (e.elements.size() < 2 || e.elements[1].type != RedisReply::Type::kArray) {
       continue; // deleted meanwhile
@@ -62,9 +63,11 @@ void RedisJobQueue::add_entries(const std::string& name, const RedisReply& entri
     for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
       if (fields[i].str == "job") {
         backlog_.push_back(Entry{name, id, fields[i + 1].str});
+        ++added;
       }
     }
   }
+  return added;
 }
 
 Result<std::optional<RedisJobQueue::Claim>> RedisJobQueue::claim_backlog() {
@@ -189,7 +192,10 @@ Result<std::optional<RedisJobQueue::Claim>> RedisJobQueue::take(std::chrono::mil
 }
 
 Result<std::size_t> RedisJobQueue::reclaim(const std::set<std::string>& running) {
-  std::size_t before = backlog();
+  // Counted as added, not as the backlog's growth: the taking thread may have
+  // claimed a reclaimed entry already (on Redis Cluster it wakes every few
+  // tens of ms), which made a reclaim read as 0.
+  std::size_t added = 0;
   for (const std::string& capability : options_.capabilities) {
     for (const std::string& name : streams(capability)) {
       if (auto ok = ensure_group(name); !ok) {
@@ -207,12 +213,11 @@ Result<std::size_t> RedisJobQueue::reclaim(const std::set<std::string>& running)
         continue;
       }
       if (claimed->elements.size() >= 2) {
-        add_entries(name, claimed->elements[1], running);
+        added += add_entries(name, claimed->elements[1], running);
       }
     }
   }
-  const std::size_t after = backlog();
-  return after > before ? after - before : 0;
+  return added;
 }
 
 RedisJobQueue::Renewal RedisJobQueue::renew(const Claim& claim) {

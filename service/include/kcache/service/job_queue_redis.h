@@ -138,8 +138,8 @@ private:
   std::string keys_key(const std::string& id) const;
   storage::Result<void> ensure_group(const std::string& stream);
   // The entries of an XREADGROUP/XAUTOCLAIM reply, into the backlog.
-  void add_entries(const std::string& stream, const storage::RedisReply& entries,
-                   const std::set<std::string>& skip);
+  std::size_t add_entries(const std::string& stream, const storage::RedisReply& entries,
+                          const std::set<std::string>& skip);
   storage::Result<std::optional<Claim>> claim_backlog();
   storage::Result<SubmitResult> join(const std::string& owner, const Job& job,
                                      const std::string& key);
