@@ -327,14 +327,14 @@ Response busy(const std::string& message) {
   return res;
 }
 
-// The routes whose body is raw bytes stored as they are (a CAS blob): a large
-// one is spooled to disk. Routes that parse their body (JSON, the artifacts'
-// parts) keep it in memory under their own limits.
+// The upload routes (a CAS blob's bytes, an artifact's parts): a large body
+// is spooled to disk and read back from there a chunk at a time. Routes that
+// parse their body as JSON keep it in memory under their own limits.
 // `length`: the Content-Length, none for a chunked body (of unknown length).
 bool spools(const Request& head, const boost::optional<std::uint64_t>& length,
             const Limits& limits) {
   if (limits.spool_dir.empty() || head.method() != http::verb::put ||
-      !head.target().starts_with("/v1/cas/")) {
+      !(head.target().starts_with("/v1/cas/") || head.target().starts_with("/v1/artifacts/"))) {
     return false;
   }
   return !length || *length > limits.spool_threshold_bytes;
@@ -582,7 +582,9 @@ private:
   // holds one read buffer. A known length is reserved against the spool
   // quota up front, so a body that cannot fit is refused before it is read.
   void start_spool(std::uint64_t limit) {
-    auto spool = UploadSpool::open(state_->limits.spool_dir, state_->spool_quota);
+    // Only a CAS blob's whole body is checked against a digest (its URL's).
+    const bool hashing = parser_->get().target().starts_with("/v1/cas/");
+    auto spool = UploadSpool::open(state_->limits.spool_dir, state_->spool_quota, hashing);
     if (!spool) {
       return refuse_spool(spool.error());
     }

@@ -4,6 +4,7 @@
 #include "artifact_body.h"
 #include "responses.h"
 #include "scopes.h"
+#include "spooled_parts.h"
 #include "upload_spool.h"
 
 #include <kcache/cachekey/key_manifest.h>
@@ -142,6 +143,87 @@ Response put_spooled_blob(const Request& req, storage::Store& store,
     return store_error(req, ok.error());
   }
   return json_response(req, http::status::created, json{{"digest", digest}});
+}
+
+// The record an artifact upload's record part describes, for `key` and its
+// writer; or the answer refusing it (400, 403).
+tl::expected<storage::ActionRecord, Response> uploaded_record(const Request& req,
+                                                              std::string_view key,
+                                                              const Principal& who,
+                                                              std::string_view text) {
+  const json doc = protocol::parse_json_or_discarded(text);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return tl::unexpected(
+        error(req, http::status::bad_request, "the record part is not a JSON object"));
+  }
+  auto head = protocol::record_head_from_json(doc);
+  if (!head) {
+    return tl::unexpected(
+        error(req, http::status::bad_request, "the record part: " + head.error()));
+  }
+  storage::ActionRecord record;
+  record.key = std::string(key);
+  record.writer = who.name;
+  record.producer = std::move(head->producer);
+  record.metadata = std::move(head->metadata);
+  if (!head->manifest_json.empty()) {
+    auto manifest = cachekey::manifest_from_json(head->manifest_json);
+    if (!manifest) {
+      return tl::unexpected(error(req, http::status::bad_request, manifest.error().message));
+    }
+    record.manifest = std::move(*manifest);
+  }
+  if (auto refused = write_refusal(who, key, record.manifest ? &*record.manifest : nullptr)) {
+    return tl::unexpected(forbidden(req, std::move(*refused)));
+  }
+  return record;
+}
+
+// PUT /v1/artifacts of a body spooled to disk (spooled_parts.h): the framing
+// is checked and the record refused or accepted before any file is stored;
+// then each file is stored a chunk at a time from the spool, and the record
+// last (a record never names a blob that is not there yet).
+Response put_spooled_artifact(const Request& req, storage::Store& store,
+                              storage::ArtifactStore& artifacts, std::string_view key,
+                              const Principal& who, UploadSpool& spool) {
+  auto parts = index_spooled_parts(spool);
+  if (!parts) {
+    return error(req,
+                 parts.error().malformed ? http::status::bad_request
+                                         : http::status::internal_server_error,
+                 parts.error().message);
+  }
+  if (parts->empty() || parts->front().name != "record") {
+    return error(req, http::status::bad_request, "the first part must be the \"record\"");
+  }
+  if (parts->front().size > kMaxSpooledRecordPart) {
+    return error(req, http::status::bad_request,
+                 "the record part is over " + std::to_string(kMaxSpooledRecordPart) + " bytes");
+  }
+  auto text = spool.read_at(parts->front().offset, parts->front().size);
+  if (!text) {
+    return error(req, http::status::internal_server_error, text.error());
+  }
+  auto record = uploaded_record(req, key, who, *text);
+  if (!record) {
+    return std::move(record.error());
+  }
+  if (record->manifest && record->manifest->key() != record->key) {
+    return error(req, http::status::bad_request,
+                 "the manifest does not hash to key '" + record->key + "'");
+  }
+  for (std::size_t i = 1; i < parts->size(); ++i) {
+    auto out = store_spooled_part(store, spool, (*parts)[i]);
+    if (!out) {
+      return store_error(req, out.error());
+    }
+    record->outputs.push_back(std::move(*out));
+  }
+  auto stored = artifacts.put_record(std::move(*record));
+  if (!stored) {
+    return store_error(req, stored.error());
+  }
+  return make(req, http::status::created, storage::record_to_json(*stored), wire::kJsonContentType);
 }
 
 } // namespace
@@ -346,6 +428,9 @@ Response RequestHandler::artifact(const Request& req, const RouteArgs& args) {
     return make(req, http::status::ok, wire::encode_parts(artifact_parts(**found)),
                 wire::kPartsContentType);
   }
+  if (const auto spool = std::dynamic_pointer_cast<UploadSpool>(req.body().source)) {
+    return put_spooled_artifact(req, store_, artifacts_, key, args.who, *spool);
+  }
   auto parts = wire::decode_parts(req.body());
   if (!parts) {
     return error(req, http::status::bad_request, parts.error());
@@ -353,34 +438,15 @@ Response RequestHandler::artifact(const Request& req, const RouteArgs& args) {
   if (parts->empty() || parts->front().name != "record") {
     return error(req, http::status::bad_request, "the first part must be the \"record\"");
   }
-  const json doc = protocol::parse_json_or_discarded(parts->front().data);
-  if (doc.is_discarded() || !doc.is_object()) {
-    return error(req, http::status::bad_request, "the record part is not a JSON object");
-  }
-  auto head = protocol::record_head_from_json(doc);
-  if (!head) {
-    return error(req, http::status::bad_request, "the record part: " + head.error());
-  }
-  storage::ActionRecord record;
-  record.key = std::string(key);
-  record.writer = args.who.name;
-  record.producer = std::move(head->producer);
-  record.metadata = std::move(head->metadata);
-  if (!head->manifest_json.empty()) {
-    auto manifest = cachekey::manifest_from_json(head->manifest_json);
-    if (!manifest) {
-      return error(req, http::status::bad_request, manifest.error().message);
-    }
-    record.manifest = std::move(*manifest);
-  }
-  if (auto refused = write_refusal(args.who, key, record.manifest ? &*record.manifest : nullptr)) {
-    return forbidden(req, std::move(*refused));
+  auto record = uploaded_record(req, key, args.who, parts->front().data);
+  if (!record) {
+    return std::move(record.error());
   }
   std::vector<storage::ArtifactFile> files;
   for (std::size_t i = 1; i < parts->size(); ++i) {
     files.push_back({std::move((*parts)[i].name), std::move((*parts)[i].data)});
   }
-  auto stored = artifacts_.put(std::move(record), std::move(files));
+  auto stored = artifacts_.put(std::move(*record), std::move(files));
   if (!stored) {
     return stored.error().code == storage::StoreError::Code::kInvalidArgument
                ? error(req, http::status::bad_request, stored.error().message)

@@ -54,16 +54,16 @@ tl::expected<void, std::string> UploadSpool::prepare_dir(const std::string& dir)
 }
 
 tl::expected<std::unique_ptr<UploadSpool>, SpoolError>
-UploadSpool::open(const std::string& dir, std::shared_ptr<SpoolQuota> quota) {
+UploadSpool::open(const std::string& dir, std::shared_ptr<SpoolQuota> quota, bool hashing) {
   const int fd = open_unnamed(dir);
   if (fd < 0) {
     return tl::unexpected(io_error("cannot open an upload spool file in " + dir, errno));
   }
-  return std::make_unique<UploadSpool>(fd, std::move(quota));
+  return std::make_unique<UploadSpool>(fd, std::move(quota), hashing);
 }
 
-UploadSpool::UploadSpool(int fd, std::shared_ptr<SpoolQuota> quota)
-    : fd_(fd), quota_(std::move(quota)) {}
+UploadSpool::UploadSpool(int fd, std::shared_ptr<SpoolQuota> quota, bool hashing)
+    : fd_(fd), quota_(std::move(quota)), hashing_(hashing) {}
 
 UploadSpool::~UploadSpool() {
   ::close(fd_);
@@ -85,7 +85,9 @@ tl::expected<void, SpoolError> UploadSpool::append(std::string_view bytes) {
                                      "the server's upload spool (" + std::to_string(quota_->cap()) +
                                          " bytes on disk) is full; retry later"});
   }
-  hash_.update(bytes);
+  if (hashing_) {
+    hash_.update(bytes);
+  }
   while (!bytes.empty()) {
     const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
     if (n < 0) {
@@ -101,7 +103,9 @@ tl::expected<void, SpoolError> UploadSpool::append(std::string_view bytes) {
 }
 
 void UploadSpool::finish() {
-  sha256_hex_ = cachekey::to_hex(hash_.finish());
+  if (hashing_) {
+    sha256_hex_ = cachekey::to_hex(hash_.finish());
+  }
 }
 
 std::uint64_t UploadSpool::window() const {
@@ -110,23 +114,33 @@ std::uint64_t UploadSpool::window() const {
 
 tl::expected<std::string_view, std::string> UploadSpool::next() {
   const std::uint64_t want = std::min<std::uint64_t>(storage::kChunkSize, written_ - read_at_);
-  piece_.resize(static_cast<std::size_t>(want));
+  auto piece = read_at(read_at_, static_cast<std::size_t>(want));
+  if (piece) {
+    read_at_ += piece->size();
+  }
+  return piece;
+}
+
+tl::expected<std::string_view, std::string> UploadSpool::read_at(std::uint64_t at, std::size_t n) {
+  if (at > written_ || n > written_ - at) {
+    return tl::unexpected(std::string("reading the upload spool past its end"));
+  }
+  piece_.resize(n);
   std::size_t got = 0;
   while (got < piece_.size()) {
-    const ssize_t n =
-        ::pread(fd_, piece_.data() + got, piece_.size() - got, static_cast<off_t>(read_at_ + got));
-    if (n < 0 && errno == EINTR) {
+    const ssize_t r =
+        ::pread(fd_, piece_.data() + got, piece_.size() - got, static_cast<off_t>(at + got));
+    if (r < 0 && errno == EINTR) {
       continue;
     }
-    if (n <= 0) {
+    if (r <= 0) {
       const std::string why =
-          n < 0 ? std::strerror(errno) : std::string("the spool file ended early");
+          r < 0 ? std::strerror(errno) : std::string("the spool file ended early");
       spdlog::error("reading an upload spool back: {}", why);
       return tl::unexpected("reading the upload spool: " + why);
     }
-    got += static_cast<std::size_t>(n);
+    got += static_cast<std::size_t>(r);
   }
-  read_at_ += got;
   return std::string_view(piece_);
 }
 

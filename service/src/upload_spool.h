@@ -60,10 +60,12 @@ public:
   // Creates `dir` when missing and removes files a fallback spool left there
   // (a crash between its create and unlink). Called once at start.
   static tl::expected<void, std::string> prepare_dir(const std::string& dir);
+  // `hashing`: whether append() hashes the body (a CAS blob's is checked
+  // against its URL; an artifact's parts are hashed file by file later).
   static tl::expected<std::unique_ptr<UploadSpool>, SpoolError>
-  open(const std::string& dir, std::shared_ptr<SpoolQuota> quota);
+  open(const std::string& dir, std::shared_ptr<SpoolQuota> quota, bool hashing = true);
 
-  UploadSpool(int fd, std::shared_ptr<SpoolQuota> quota);
+  UploadSpool(int fd, std::shared_ptr<SpoolQuota> quota, bool hashing);
   ~UploadSpool() override; // closes the fd (the file goes) and gives back its quota
   UploadSpool(const UploadSpool&) = delete;
   UploadSpool& operator=(const UploadSpool&) = delete;
@@ -72,9 +74,13 @@ public:
   bool reserve(std::uint64_t bytes);
   // Appends, hashing; reserves whatever the bytes need beyond the reservation.
   tl::expected<void, SpoolError> append(std::string_view bytes);
-  // After the last append: the body's SHA-256 as 64 hex digits.
+  // After the last append: the body's SHA-256 as 64 hex digits (when hashing).
   void finish();
   const std::string& sha256_hex() const { return sha256_hex_; }
+
+  // `n` bytes from offset `at` (valid until the next read; fails past the
+  // end), for a parts body parsed in place (spooled_parts.h).
+  tl::expected<std::string_view, std::string> read_at(std::uint64_t at, std::size_t n);
 
   // BodySource: the spooled bytes read back from the start, in pieces of at
   // most storage::kChunkSize (so the store gets one chunk at a time).
@@ -85,6 +91,7 @@ public:
 private:
   int fd_;
   std::shared_ptr<SpoolQuota> quota_;
+  bool hashing_;
   std::uint64_t reserved_ = 0;
   std::uint64_t written_ = 0;
   std::uint64_t read_at_ = 0;
