@@ -203,3 +203,50 @@ def test_a_refused_entry_is_logged_once_per_reason(daemon, keys, caplog):
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 1 and "unknown-key" in messages[0], messages
     assert session.client.verification_stats()["rejected_total"] == 2  # still counted per entry
+
+
+# One rank of a torchrun job that knows nothing of kcache: joins the process
+# group (gloo), compiles, and writes what happened to result-<rank>.json.
+RANK_TRAIN = """
+import json, os, sys
+import torch
+import torch.distributed as dist
+from torch._dynamo.utils import counters
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+x = torch.randn(8, 16)
+with torch.no_grad():
+    match = torch.allclose(torch.compile(model)(x), model(x), atol=1e-5)
+dist.barrier()
+kcache_torch = sys.modules.get("kcache.torch")
+with open(os.path.join(sys.argv[1], f"result-{dist.get_rank()}.json"), "w") as out:
+    json.dump({"match": match, "world": dist.get_world_size(),
+               "inductor": {k: v for k, v in counters["inductor"].items() if "cache" in k},
+               "kcache": kcache_torch.stats() if kcache_torch else None}, out)
+dist.destroy_process_group()
+"""
+
+
+def test_torchrun_ranks_run_through_the_launcher_and_a_fresh_job_hits_in_every_rank(daemon, tmp_path):
+    script = tmp_path / "rank_train.py"
+    script.write_text(RANK_TRAIN)
+
+    def torchrun(name: str) -> list:
+        out = tmp_path / name / "out"
+        out.mkdir(parents=True)
+        proc = run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                    "-m", "kcache.torch.run", str(script), str(out)],
+                   environment(tmp_path, name, daemon.url, OMP_NUM_THREADS="1"), tmp_path)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        return [json.loads((out / f"result-{rank}.json").read_text()) for rank in (0, 1)]
+
+    cold = torchrun("cold-job")
+    assert all(r["match"] and r["world"] == 2 and r["kcache"] is not None for r in cold)
+    assert sum(r["kcache"].get("fx-graph.puts", 0) for r in cold) >= 1
+    # The same job on a fresh node (empty local dirs): every rank hits, from kcached.
+    fresh = torchrun("fresh-job")
+    for rank in fresh:
+        assert rank["match"] and rank["kcache"].get("errors", 0) == 0
+        assert rank["inductor"].get("fxgraph_cache_hit", 0) >= 1
+        assert rank["inductor"].get("fxgraph_cache_miss", 0) == 0
