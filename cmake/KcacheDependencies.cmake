@@ -2,6 +2,10 @@
 find_package(OpenSSL REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(tl-expected REQUIRED)
+find_package(Boost 1.74 REQUIRED)
+if(NOT KCACHE_BUILD_SERVICE)
+  return() # the client side needs nothing more
+endif()
 find_package(zstd REQUIRED)
 find_package(RocksDB REQUIRED)
 find_package(spdlog REQUIRED)
