@@ -1,18 +1,22 @@
 // Issue 13, the storage rows, against a real kcached whose data dir is a small
 // tmpfs: a full disk answers 507 with a log line and a metric while reads go
 // on, a start on a full disk serves reads, a disk capacity counts the WAL, and
-// no acknowledged write is lost across a restart. Label `reliability`; skips
+// no acknowledged write is lost across a restart, and an upload spooled to a
+// full disk answers 507 while reads go on. Label `reliability`; skips
 // (with the reason) where a tmpfs cannot be mounted.
 
 #include "../storage/tmpfs_mount.h"
 #include "kcached_process.h"
 #include "random_bytes.h"
+#include "raw_http.h"
 
 #include <kcache/cachekey/sha256.h>
 #include <kcache/client/client.h>
+#include <kcache/protocol/wire.h>
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <sstream>
 
 namespace kcache {
@@ -157,6 +161,70 @@ TEST(ReliabilityDisk, ADiskCapacityKeepsTheRecentWritesAcrossARestart) {
   kcached.start();
   c = connect(kcached);
   expect_readable(*c, recent, kSize);
+}
+
+// PUT `target` with `body` over a raw connection (the answer may come before
+// the body is all sent); the status, or 0 when none came.
+int raw_put(int port, const std::string& target, const std::string& body) {
+  const int fd = testing::connect_from(port);
+  if (fd < 0) {
+    return 0;
+  }
+  testing::send_all(fd, "PUT " + target + " HTTP/1.1\r\nHost: t\r\nContent-Length: " +
+                            std::to_string(body.size()) + "\r\n\r\n");
+  testing::send_all(fd, body);
+  const int status = testing::status_of(testing::read_response(fd, std::chrono::seconds(10)));
+  close(fd);
+  return status;
+}
+
+// Issue 13: uploads over spool_threshold go to data_dir/spool; on a full disk
+// the spool's write fails mid-body. Both upload routes answer 507 with a log
+// line and a metric, leave no spool file, and reads go on.
+TEST(ReliabilityDisk, AnUploadSpooledToAFullDiskAnswers507AndReadsGoOn) {
+  TmpfsMount disk(64 * kMiB);
+  if (!disk.mounted()) {
+    GTEST_SKIP() << disk.error();
+  }
+  const auto data = disk.path() / "data";
+  KcachedProcess kcached({"--data-dir", data.string(), "--workers", "0"});
+  auto c = connect(kcached);
+  std::vector<Blob> acknowledged;
+  for (std::uint64_t seed = 0; seed < 4; ++seed) {
+    std::string digest;
+    ASSERT_EQ(put_blob(*c, blob(256 << 10, seed), &digest), 201);
+    acknowledged.push_back({digest, seed});
+  }
+  const std::vector<client::File> files{{"kernel.cubin", blob(3 * kMiB, 50)}};
+  ASSERT_TRUE(c->put("before-full", files).has_value());
+
+  disk.fill(2 * kMiB); // less than either upload below: the spool runs out mid-body
+  const std::string big = blob(16 * kMiB, 60);
+  const std::string digest = cachekey::to_hex(cachekey::Sha256::of(big));
+  EXPECT_EQ(raw_put(kcached.port(), "/v1/cas/" + digest, big), 507) << kcached.log();
+  const std::string parts = protocol::wire::encode_parts({{"record", "{}"}, {"kernel.cubin", big}});
+  EXPECT_EQ(raw_put(kcached.port(), "/v1/artifacts/after-full", parts), 507) << kcached.log();
+  EXPECT_GE(testing::metric_sum(kcached.port(), "kcache_http_spool_refusals_total"), 2);
+  EXPECT_EQ(testing::metric_sum(kcached.port(), "kcache_http_spool_bytes"), 0);
+  EXPECT_NE(kcached.log().find("refused an upload: writing the upload spool: No space left"),
+            std::string::npos)
+      << kcached.log();
+  EXPECT_TRUE(std::filesystem::is_empty(data / "spool"));
+
+  // Reads go on: blobs and the artifact stored before the disk filled.
+  expect_readable(*c, acknowledged, 256 << 10);
+  auto got = c->get("before-full");
+  ASSERT_TRUE(got.has_value()) << got.error().message;
+  ASSERT_TRUE(got->has_value());
+  EXPECT_TRUE((*got)->files == files);
+  auto after = c->exists("after-full");
+  ASSERT_TRUE(after.has_value());
+  EXPECT_FALSE(*after);
+
+  // Space back: the same upload is stored.
+  disk.release();
+  EXPECT_EQ(raw_put(kcached.port(), "/v1/artifacts/after-full", parts), 201) << kcached.log();
+  EXPECT_TRUE(kcached.running());
 }
 
 } // namespace
