@@ -34,3 +34,13 @@ if(KCACHE_BUILD_SERVICE)
   install(TARGETS kcached kcache-worker RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
     COMPONENT service)
 endif()
+
+# The Python wheel (client/python/pyproject.toml, scikit-build-core sets
+# SKBUILD): libkcache.so inside the kcache package, where kcache._native looks
+# first, as one file (a wheel cannot hold the SONAME links); the KCACHE_TORCH=1
+# switch at site-packages' root, where Python reads .pth files.
+if(SKBUILD)
+  install(FILES $<TARGET_FILE:kcache> DESTINATION kcache RENAME libkcache.so COMPONENT python)
+  install(FILES client/python/_kcache_autoenable.py client/python/kcache_torch_autoenable.pth
+    DESTINATION . COMPONENT python)
+endif()
