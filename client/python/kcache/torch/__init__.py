@@ -30,7 +30,7 @@ from typing import Callable, Optional
 
 from ._session import Session, Settings, share_with_env
 
-__all__ = ["enable", "disable", "stats", "Settings"]
+__all__ = ["enable", "disable", "stats", "save_bundle", "Settings"]
 
 _TRITON_BACKEND = "kcache.torch.triton_backend:KcacheTritonBackend"
 _TRITON_MANAGER = "kcache.torch.triton_backend:KcacheCacheManager"
@@ -85,6 +85,8 @@ def enable(
         _set_env(name, value)
     # The run manifest's entries come in while the caller builds its model.
     session.start_prefetch()
+    if config.bundles:  # fetched now, loaded at the first torch.compile (see _bundles)
+        _undo.append(_start_bundles(session))
     _undo.append(share_with_env(session))
     _expose_package_to_workers()
 
@@ -130,6 +132,21 @@ def stats() -> dict:
         out["verified"] = verification.get("verified", 0)
         out["verify_rejected"] = verification.get("rejected_total", 0)
     return out
+
+
+def save_bundle() -> bool:
+    """Puts this run's compile bundle (KCACHE_TORCH_BUNDLES=1) in kcache now
+    rather than at exit; whether one was stored."""
+    bundles = getattr(_session, "bundles", None)
+    return bundles.save() if bundles is not None else False
+
+
+def _start_bundles(session: Session) -> Callable[[], None]:
+    from . import _bundles
+
+    session.bundles = _bundles.Bundles(session)
+    session.bundles.start()
+    return _bundles.install(session.bundles)
 
 
 def _has_triton_device() -> bool:

@@ -45,6 +45,11 @@ def manifest_entry(namespace: str, run_fingerprint: str) -> str:
     return _bounded(f"torch:{namespace}:run-manifest:{run_fingerprint}", f"torch:{namespace}")
 
 
+def bundle_entry(namespace: str, digest: str) -> str:
+    """The kcache key of a run's compile bundle (see _bundles)."""
+    return _bounded(f"torch:{namespace}:compile-bundle:{digest}", f"torch:{namespace}")
+
+
 def split_inductor_key(remote_key: str) -> tuple[Optional[str], str]:
     """(cache id, Inductor's own key) from a RedisRemoteCache key; the key is
     what Inductor logs and what its hash details are recorded under."""

@@ -49,6 +49,9 @@ class Settings:
     # at most prefetch_max_mb of them in memory.
     prefetch: bool = True
     prefetch_max_mb: int = 512
+    # Mega-Cache bundles (see _bundles): a fresh process loads the whole
+    # compile of its run (precompile entries included) and skips tracing.
+    bundles: bool = False
 
     ENV = {
         "url": "KCACHE_URL",
@@ -64,6 +67,7 @@ class Settings:
         "trusted_keys": "KCACHE_TRUSTED_KEYS",
         "prefetch": "KCACHE_TORCH_PREFETCH",
         "prefetch_max_mb": "KCACHE_TORCH_PREFETCH_MAX_MB",
+        "bundles": "KCACHE_TORCH_BUNDLES",
     }
 
     @classmethod
@@ -118,6 +122,7 @@ class Session:
         self._failures_in_a_row = 0
         self._closed_until = 0.0
         self.prefetch: Optional[Prefetch] = None
+        self.bundles = None  # a _bundles.Bundles with settings.bundles, set by enable()
         self.events = FailOpenLog(settings.url)  # one log line per state change
 
     def start_prefetch(self) -> None:

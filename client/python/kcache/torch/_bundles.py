@@ -1,0 +1,351 @@
+"""Mega-Cache bundles: a fresh process loads a whole compile instead of tracing.
+
+With torch._dynamo.config.caching_precompile, Dynamo records each compiled
+function as a precompile entry (its guards, bytecode and compiled backends),
+and torch.compiler.save_cache_artifacts() packs those together with the FX
+graph, AOTAutograd, autotune and Triton entries into one bundle. A process
+that loads it (load_cache_artifacts) before calling a compiled function finds
+the precompile entry and skips Dynamo tracing, AOTAutograd and Inductor.
+
+PyTorch finds a precompile entry by the function's qualified name and first
+line only, checks Python/torch/CUDA/Triton versions, the GPU name and the
+source of inlined functions, and with caching_precompile it drops ID_MATCH
+guards, so it would reuse an entry for another module instance, other compile
+kwargs or another Inductor config. Hence kcache keys and checks more:
+
+- key: the run fingerprint (as the run manifest's) + the main script's bytes +
+  Python, torch, Triton and CUDA versions + every visible GPU's name and
+  capability; fetched in the background from enable() on;
+- header, compared in full before loading: for every torch.compile call of the
+  saving run, the compile kwargs, the model's class and source file bytes, its
+  parameters' and buffers' names, shapes, dtypes and devices, its training flag,
+  and Inductor's, Dynamo's and functorch's configs at that call.
+
+A later torch.compile call whose signature differs from the saving run's call
+at the same position compiles without precompile (it traces; FX graph and
+AOTAutograd entries are keyed by content and stay sound). A bundle PyTorch
+refuses is logged once on logger "kcache" and the run goes on as without it.
+The bundle is written at exit (or by save_bundle()) by a run that did not load
+a bundle matching all its calls.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import hashlib
+import inspect
+import json
+import logging
+import os
+import platform
+import sys
+import threading
+from typing import Any, Callable, Optional
+
+from . import _keys
+from ._prefetch import fingerprint
+
+logger = logging.getLogger("kcache")
+
+BUNDLE_VERSION = 1
+_PRODUCER = "kcache.torch (compile bundle)"
+# Location-only settings: where debug output goes says nothing of the code.
+_IGNORED_CONFIG = {"torch._dynamo.config": ("debug_dir_root",)}
+
+
+def _sha256_file(path: Optional[str]) -> str:
+    if not path:
+        return "none"
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return "unreadable:" + path
+
+
+def system() -> dict:
+    """What a bundle depends on beyond the code: versions and devices."""
+    import torch
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    devices = []
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            devices.append([torch.cuda.get_device_name(i), list(torch.cuda.get_device_capability(i))])
+    script = os.path.realpath(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_git": getattr(torch.version, "git_version", None),
+        "cuda": torch.version.cuda,
+        "hip": getattr(torch.version, "hip", None),
+        "triton": triton_version,
+        "devices": devices,
+        "script_sha256": _sha256_file(script),
+    }
+
+
+def _config_digest() -> str:
+    import importlib
+
+    h = hashlib.sha256()
+    for name in ("torch._inductor.config", "torch._dynamo.config", "torch._functorch.config"):
+        config = importlib.import_module(name).save_config_portable()
+        for ignored in _IGNORED_CONFIG.get(name, ()):
+            config.pop(ignored, None)
+        h.update(name.encode() + b"\0" + _canonical(config).encode() + b"\0")
+    return h.hexdigest()
+
+
+def _canonical(value: Any) -> str:
+    # repr() of a set follows string hashing, which differs per process.
+    if isinstance(value, (set, frozenset)):
+        return "{" + ",".join(sorted(_canonical(v) for v in value)) + "}"
+    if isinstance(value, dict):
+        return "{" + ",".join(sorted(f"{_canonical(k)}:{_canonical(v)}" for k, v in value.items())) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_canonical(v) for v in value) + "]"
+    return repr(value)
+
+
+def _qualname(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__qualname__)}"
+
+
+def _kwarg_text(value: Any) -> str:
+    if callable(value) and not isinstance(value, str):
+        return "callable:" + _qualname(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k!r}:{_kwarg_text(v)}" for k, v in sorted(value.items())) + "}"
+    return repr(value)
+
+
+def signature(model: Any, kwargs: dict) -> dict:
+    """Everything about one torch.compile call a precompile entry depends on."""
+    import torch
+
+    target = type(model) if isinstance(model, torch.nn.Module) else model
+    try:
+        source_file = inspect.getsourcefile(target)
+    except TypeError:
+        source_file = None
+    out = {
+        "target": _qualname(target),
+        "source_sha256": _sha256_file(source_file),
+        "kwargs": {k: _kwarg_text(v) for k, v in sorted(kwargs.items())},
+        "config_sha256": _config_digest(),
+    }
+    if isinstance(model, torch.nn.Module):
+        tensors = hashlib.sha256()
+        for name, t in [*model.named_parameters(), *model.named_buffers()]:
+            tensors.update(f"{name}:{tuple(t.shape)}:{t.dtype}:{t.device}:{t.requires_grad}\n".encode())
+        for name, sub in model.named_modules():
+            tensors.update(f"{name}:{_qualname(type(sub))}:{sub.training}\n".encode())
+        out["modules_sha256"] = tensors.hexdigest()
+    return out
+
+
+def bundle_key(namespace: str, system_info: dict) -> str:
+    text = json.dumps({"run": fingerprint(), "system": system_info}, sort_keys=True)
+    return _keys.bundle_entry(namespace, hashlib.sha256(text.encode()).hexdigest()[:40])
+
+
+def pack(header: dict, bundle: bytes) -> bytes:
+    return json.dumps(header, sort_keys=True).encode() + b"\n" + bundle
+
+
+def unpack(value: bytes) -> tuple[dict, bytes]:
+    head, _, bundle = value.partition(b"\n")
+    header = json.loads(head)
+    if not isinstance(header, dict) or header.get("version") != BUNDLE_VERSION:
+        raise ValueError("not a kcache compile bundle of this version")
+    return header, bundle
+
+
+class Bundles:
+    """One process's bundle: fetched at enable(), loaded at the first
+    torch.compile call if its header matches, saved at exit otherwise."""
+
+    def __init__(self, session):
+        self._session = session
+        self._stats = session.stats
+        self._system = system()
+        self.key = bundle_key(session.settings.namespace, self._system)
+        self._fetched: Optional[tuple[bytes, dict]] = None
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._signatures: list[dict] = []
+        self._loaded: Optional[list[dict]] = None  # the loaded bundle's signatures
+        self._all_matched = True
+        self._saved = False
+
+    def start(self) -> None:
+        threading.Thread(target=self._fetch, name="kcache-bundle", daemon=True).start()
+        atexit.register(self.save)
+
+    def _fetch(self) -> None:
+        try:
+            # Not through get_entry: the bundle stays out of the run manifest.
+            self._fetched = self._session._fetch_entry(self.key)
+        finally:
+            self._done.set()
+
+    def close(self) -> None:
+        atexit.unregister(self.save)
+
+    # ------------------------------------------------------------ compile
+
+    def before_compile(self, model: Any, kwargs: dict) -> bool:
+        """Called by the torch.compile wrapper; whether this call may use precompile."""
+        sig = signature(model, kwargs)
+        with self._lock:
+            index = len(self._signatures)
+            self._signatures.append(sig)
+        if index == 0:
+            self._load(sig)
+        if self._loaded is None:
+            return True  # a cold run: record precompile entries for the bundle
+        matches = index < len(self._loaded) and self._loaded[index] == sig
+        if not matches:
+            self._all_matched = False
+            self._stats["bundle_signature_mismatches"] += 1
+        return matches
+
+    def _load(self, sig: dict) -> None:
+        wait_s = 2 * self._session.settings.timeout_ms / 1000 + 60  # a bundle may be large
+        if not self._done.wait(wait_s) or self._fetched is None:
+            self._stats["bundle_misses"] += 1
+            self._all_matched = False
+            return
+        value = self._fetched[0]
+        self._fetched = None
+        try:
+            header, bundle = unpack(value)
+        except ValueError as e:
+            self._refused(f"unreadable header: {e}")
+            return
+        if header.get("system") != self._system:
+            self._refused("made on another system (versions or devices differ)")
+            return
+        signatures = header.get("signatures") or []
+        if not signatures or signatures[0] != sig:
+            self._stats["bundle_signature_mismatches"] += 1
+            self._all_matched = False
+            logger.info("kcache: the compile bundle is for another model, compile kwargs or config; not loaded")
+            return
+        import torch
+
+        try:
+            info = torch.compiler.load_cache_artifacts(bundle)
+        except Exception as e:  # noqa: BLE001 - PyTorch's refusal is a miss, never a crash
+            self._refused(f"load_cache_artifacts raised {type(e).__name__}: {e}")
+            return
+        if info is None:
+            self._refused("load_cache_artifacts found nothing in it")
+            return
+        self._loaded = signatures
+        self._stats["bundle_hits"] += 1
+        self._stats["bundle_bytes"] += len(value)
+        self._stats["bundle_precompile_entries"] += len(info.artifacts.get("precompile", []))
+
+    def failed(self, error: Exception) -> None:
+        """before_compile raised: this call compiles without precompile, and no
+        bundle is saved (its signature is unknown)."""
+        with self._lock:
+            self._saved = True  # nothing sound to save
+            first = self._stats["bundle_errors"] == 0
+            self._stats["bundle_errors"] += 1
+        if first:
+            logger.warning("kcache: compile bundles off for this run (%s: %s)", type(error).__name__, error)
+
+    def _refused(self, why: str) -> None:
+        self._stats["bundle_refused"] += 1
+        self._all_matched = False
+        logger.warning("kcache: compile bundle %s not used (%s); compiling as without it", self.key, why)
+
+    # ------------------------------------------------------------ save
+
+    def save(self) -> bool:
+        """Puts this run's bundle in kcache, unless a loaded bundle already
+        covered every torch.compile call (then it would be the same)."""
+        with self._lock:
+            if self._saved or not self._signatures:
+                return False
+            if self._loaded is not None and self._all_matched and len(self._signatures) == len(self._loaded):
+                return False
+            if not _distinct_targets(self._signatures):
+                self._stats["bundle_not_saved"] += 1
+                logger.info("kcache: one function compiled twice with different settings; no compile bundle saved")
+                return False
+            self._saved = True
+            signatures = list(self._signatures)
+        import torch
+
+        try:
+            saved = torch.compiler.save_cache_artifacts()
+        except Exception as e:  # noqa: BLE001 - no bundle is a slower next start, not an error
+            logger.warning("kcache: save_cache_artifacts raised %s: %s; no compile bundle saved", type(e).__name__, e)
+            return False
+        if saved is None:
+            return False
+        bundle, info = saved
+        precompile = len(info.artifacts.get("precompile", []))
+        if precompile == 0:
+            logger.info("kcache: PyTorch made no precompile entry for this run; the bundle only holds cache entries")
+        header = {"version": BUNDLE_VERSION, "system": self._system, "signatures": signatures}
+        metadata = {"torch_cache": "compile-bundle", "precompile_entries": str(precompile)}
+        if self._session._store(self.key, pack(header, bundle), metadata, _PRODUCER):
+            self._stats["bundle_puts"] += 1
+            return True
+        return False
+
+
+def _distinct_targets(signatures: list[dict]) -> bool:
+    # PyTorch keys a precompile entry by function name and line: two calls on
+    # one target with different settings would share (and overwrite) it.
+    seen: dict[str, dict] = {}
+    for sig in signatures:
+        if seen.setdefault(sig["target"], sig) != sig:
+            return False
+    return True
+
+
+def install(bundles: Bundles) -> Callable[[], None]:
+    """Switches caching_precompile on and wraps torch.compile; returns the undo."""
+    import torch
+
+    config = torch._dynamo.config
+    before_flag = config.caching_precompile
+    original = torch.compile
+
+    @functools.wraps(original)
+    def compile(model=None, **kwargs):  # noqa: A001 - torch.compile's own name
+        if model is None:  # decorator with arguments: no model to sign yet
+            return lambda m: compile(m, **kwargs)
+        try:
+            use = bundles.before_compile(model, kwargs)
+        except Exception as e:  # noqa: BLE001 - kcache never stops a compile
+            bundles.failed(e)
+            use = False
+        previous = config.caching_precompile
+        config.caching_precompile = use
+        try:
+            return original(model, **kwargs)
+        finally:
+            config.caching_precompile = previous
+
+    config.caching_precompile = True
+    torch.compile = compile
+
+    def undo() -> None:
+        torch.compile = original
+        config.caching_precompile = before_flag
+        bundles.close()
+
+    return undo

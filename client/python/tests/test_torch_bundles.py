@@ -1,0 +1,131 @@
+"""Mega-Cache bundles (KCACHE_TORCH_BUNDLES=1) against a real kcached: a fresh
+process loads its run's bundle and Dynamo traces nothing; another model under
+the same run does not use it; a bundle PyTorch refuses is logged and skipped."""
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from torch_support import require_torch
+
+require_torch()
+
+import torch  # noqa: E402
+
+from kcache.torch import Settings, _bundles  # noqa: E402
+from kcache.torch._session import Session  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[3]
+
+# A trainer: one compiled train step, checked against eager; the model's width
+# and the compile backend come from argv, so a changed model or changed compile
+# kwargs is the same script and run.
+CHILD = """
+import json, sys
+import torch
+from torch._dynamo.utils import counters
+import kcache.torch
+
+kcache.torch.enable(url=sys.argv[1], namespace="ci", timeout_ms=2000)
+width, backend = int(sys.argv[2]), sys.argv[3]
+torch.manual_seed(0)
+model = torch.nn.Sequential(
+    torch.nn.Linear(32, width), torch.nn.GELU(), torch.nn.LayerNorm(width), torch.nn.Linear(width, 8)
+)
+x = torch.randn(16, 32)
+compiled = torch.compile(model, backend=backend) if backend != "inductor" else torch.compile(model)
+compiled(x).square().mean().backward()
+grads = [p.grad.clone() for p in model.parameters()]
+model.zero_grad()
+model(x).square().mean().backward()
+print(json.dumps({
+    "match": all(torch.allclose(g, p.grad, atol=1e-5) for g, p in zip(grads, model.parameters())),
+    "dynamo_cache": dict(counters["dynamo_cache"]),
+    "frames": counters["frames"].get("total", 0),
+    "fx_misses": counters["inductor"].get("fxgraph_cache_miss", 0),
+    "kcache": kcache.torch.stats(),
+}))
+"""
+
+
+def run_child(script: Path, tmp_path: Path, name: str, url: str, width: int, backend: str = "inductor") -> dict:
+    env = dict(os.environ)
+    env.update(
+        TORCHINDUCTOR_CACHE_DIR=str(tmp_path / name / "inductor"),
+        TRITON_CACHE_DIR=str(tmp_path / name / "triton"),
+        KCACHE_RUN_ID="bundle-child",
+        KCACHE_TORCH_BUNDLES="1",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "client" / "python"), env.get("PYTHONPATH")])),
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script), url, str(width), backend], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_fresh_process_loads_the_bundle_and_skips_tracing(daemon, tmp_path):
+    script = tmp_path / "trainer.py"
+    script.write_text(CHILD)
+    cold = run_child(script, tmp_path, "cold", daemon.url, 64)
+    assert cold["match"] and cold["frames"] >= 1
+    assert cold["kcache"]["bundle_misses"] == 1  # the bundle is put at exit
+
+    fresh = run_child(script, tmp_path, "fresh", daemon.url, 64)
+    assert fresh["match"]
+    assert fresh["kcache"]["bundle_hits"] == 1 and fresh["kcache"]["bundle_precompile_entries"] >= 1
+    # Dynamo's precompile entry was found and no frame was traced or compiled.
+    assert fresh["dynamo_cache"] == {"dynamo_cache_hit": 1}
+    assert fresh["frames"] == 0 and fresh["fx_misses"] == 0
+
+    # The same run (script, run id, key) with other compile kwargs
+    # (backend="eager" compiles in no time), then with another model: each
+    # differs from the bundle of the run before it in that one thing, so the
+    # bundle is not loaded and Dynamo traces.
+    for name, width, backend in (("other-kwargs", 64, "eager"), ("other-model", 48, "eager")):
+        other = run_child(script, tmp_path, name, daemon.url, width, backend)
+        assert other["match"] and other["frames"] >= 1, name
+        assert other["kcache"].get("bundle_hits", 0) == 0, name
+        assert other["kcache"]["bundle_signature_mismatches"] == 1, name
+        assert other["dynamo_cache"].get("dynamo_cache_hit", 0) == 0, name
+
+
+def model(width=64):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, width), torch.nn.GELU(), torch.nn.Linear(width, 8))
+
+
+def test_the_signature_covers_model_kwargs_and_config():
+    base = _bundles.signature(model(), {})
+    assert _bundles.signature(model(), {}) == base
+    assert _bundles.signature(model(96), {}) != base  # shapes
+    assert _bundles.signature(model(), {"mode": "max-autotune"}) != base  # compile kwargs
+    assert _bundles.signature(model(), {"dynamic": True}) != base
+    assert _bundles.signature(model().eval(), {}) != base  # training flag
+    with torch._inductor.config.patch(max_autotune=not torch._inductor.config.max_autotune):
+        assert _bundles.signature(model(), {})["config_sha256"] != base["config_sha256"]  # Inductor's config
+
+
+def test_a_bundle_pytorch_refuses_is_logged_once_and_skipped(daemon, monkeypatch, caplog):
+    monkeypatch.setenv("KCACHE_RUN_ID", "bundle-refused")
+    session = Session(Settings(url=daemon.url, namespace="ci", prefetch=False))
+    try:
+        m = model()
+        sig = _bundles.signature(m, {})
+        writer = _bundles.Bundles(session)
+        header = {"version": _bundles.BUNDLE_VERSION, "system": _bundles.system(), "signatures": [sig]}
+        assert session._store(writer.key, _bundles.pack(header, b"not a bundle"), {}, "test")
+
+        bundles = _bundles.Bundles(session)
+        bundles.start()
+        with caplog.at_level(logging.WARNING, logger="kcache"):
+            assert bundles.before_compile(m, {})  # refused: a cold run's path, precompile recorded anew
+        assert session.stats["bundle_refused"] == 1 and session.stats.get("bundle_hits", 0) == 0
+        warnings = [r for r in caplog.records if r.name == "kcache" and "not used" in r.getMessage()]
+        assert len(warnings) == 1
+        bundles.close()
+    finally:
+        session.close()
