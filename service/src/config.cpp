@@ -50,6 +50,16 @@ tl::expected<std::uint64_t, std::string> parse_uint(std::string_view text, std::
   return v;
 }
 
+// "0660" or "660"; "" is 0: the socket keeps what the umask gives.
+tl::expected<unsigned, std::string> parse_socket_mode(std::string_view text) {
+  unsigned mode = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), mode, 8);
+  if (!text.empty() && (ec != std::errc() || ptr != text.data() + text.size() || mode > 0777)) {
+    return fail("'" + std::string(text) + "' is not an octal mode");
+  }
+  return mode;
+}
+
 } // namespace
 
 namespace {
@@ -89,6 +99,7 @@ tl::expected<ServiceConfig, std::string> load_config_file(const std::string& pat
   };
   for (auto [key, out] : {std::pair<std::string_view, std::string*>{"listen", &c.listen},
                           {"unix_socket", &c.unix_socket},
+                          {"unix_socket_group", &c.unix_socket_group},
                           {"data_dir", &c.data_dir},
                           {"redis_url", &c.redis_url},
                           {"log_level", &c.log_level}}) {
@@ -124,6 +135,14 @@ tl::expected<ServiceConfig, std::string> load_config_file(const std::string& pat
         return fail(path + ": stores replaces " + tier_key + "; give one or the other");
       }
     }
+  }
+  if (const toml::node* n = doc.get("unix_socket_mode")) {
+    auto mode = n->is_string() ? parse_socket_mode(*n->value<std::string>())
+                               : tl::unexpected(std::string("not a string"));
+    if (!mode) {
+      return fail(path + ": unix_socket_mode must be an octal string such as \"0660\"");
+    }
+    c.unix_socket_mode = *mode;
   }
   if (auto t = doc["threads"].value<std::int64_t>()) {
     c.threads = static_cast<unsigned>(std::max<std::int64_t>(0, *t));
@@ -287,6 +306,22 @@ tl::expected<ServiceConfig, std::string> load_config_file(const std::string& pat
       }
     }
   }
+  // The RESP listener (issue 21; resp_server.h).
+  if (const toml::node* n = doc.get("resp")) {
+    const toml::table* resp = n->as_table();
+    if (resp == nullptr) {
+      return fail(path + ": resp must be a table ([resp])");
+    }
+    for (auto [key, out] : {std::pair<std::string_view, std::string*>{"listen", &c.resp.listen},
+                            {"namespace", &c.resp.ns}}) {
+      if (const toml::node* v = resp->get(key)) {
+        if (!v->is_string()) {
+          return fail(path + ": resp." + std::string(key) + " must be a string");
+        }
+        *out = *v->value<std::string>();
+      }
+    }
+  }
   // Tokens (tokens.h): this file's [[tokens]] (plaintext only when the file
   // is private), then token_file's; every one checked at start-up.
   {
@@ -320,6 +355,8 @@ usage: kcached [--config FILE] [options]
   --config FILE          TOML configuration (options below override it)
   --listen HOST:PORT     TCP address (default 127.0.0.1:7070; port 0 picks one; "" disables)
   --unix-socket PATH     also serve on a Unix socket
+  --unix-socket-mode MODE   its permission bits, octal, e.g. 0660 (default: the umask's)
+  --unix-socket-group NAME  its group (default: kcached's own)
   --data-dir DIR         embedded RocksDB store (default /var/lib/kcache)
   --disk-capacity SIZE   bound of the RocksDB store (default 10GiB)
   --memory-capacity SIZE in-memory tier (default 256MiB)
@@ -339,7 +376,7 @@ usage: kcached [--config FILE] [options]
                          over it: 503 with Retry-After)
   --send-memory SIZE     responses being written across connections (default 1GiB; over it: 503)
   --send-memory-per-peer SIZE  of that, what one remote address may hold (default: a quarter)
-  --spool-threshold SIZE uploads to /v1/cas over this are spooled to a file in data_dir/spool,
+  --spool-threshold SIZE uploads (/v1/cas, /v1/artifacts) over this go to a file in data_dir/spool,
                          not held in memory (default 4MiB)
   --spool-disk SIZE      spooled upload bytes on disk across connections (default 4GiB; over it:
                          503 with Retry-After)
@@ -369,6 +406,8 @@ usage: kcached [--config FILE] [options]
   --cluster              cluster mode: compile jobs queue on the Redis of --redis-url, shared by
                          every node ([cluster] enabled)
   --node-id ID           this node's name in the cluster (default HOSTNAME:PORT)
+  --resp-listen HOST:PORT  a Redis-protocol (RESP2) listener, plain TCP ([resp] listen; off)
+  --resp-namespace NS    the namespace of keys set over RESP (default resp)
   --cluster-heartbeat-ms N           a running job's claim is renewed this often (default 2000)
   --cluster-visibility-timeout-ms N  a claim not renewed this long is reclaimed (default 30000)
 )";
@@ -419,6 +458,14 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
       c.listen = value;
     } else if (flag == "--unix-socket") {
       c.unix_socket = value;
+    } else if (flag == "--unix-socket-mode") {
+      auto mode = parse_socket_mode(value);
+      if (!mode) {
+        return fail("--unix-socket-mode must be octal, such as 0660");
+      }
+      c.unix_socket_mode = *mode;
+    } else if (flag == "--unix-socket-group") {
+      c.unix_socket_group = value;
     } else if (flag == "--data-dir") {
       c.data_dir = value;
     } else if (flag == "--redis-url") {
@@ -507,6 +554,10 @@ tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char
       } else {
         c.limits.max_connections_per_peer = static_cast<std::size_t>(*n);
       }
+    } else if (flag == "--resp-listen") {
+      c.resp.listen = value;
+    } else if (flag == "--resp-namespace") {
+      c.resp.ns = value;
     } else if (flag == "--node-id") {
       c.cluster.node_id = value;
     } else if (flag == "--cluster-heartbeat-ms" || flag == "--cluster-visibility-timeout-ms") {

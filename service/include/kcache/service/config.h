@@ -3,6 +3,8 @@
 //
 //   listen          = "127.0.0.1:7070"      # TCP; "" disables
 //   unix_socket     = "/run/kcache.sock"    # "" disables
+//   unix_socket_mode  = "0660"              # octal; "": as the umask leaves it
+//   unix_socket_group = "kcache"            # the socket's group; "": kcached's own
 //   data_dir        = "/var/lib/kcache"     # the embedded RocksDB store
 //   disk_capacity   = "10GiB"
 //   memory_capacity = "256MiB"
@@ -63,6 +65,9 @@
 //   node_id = ""                            # "": <hostname>:<port>
 //   heartbeat_ms = 2000                     # a running job's claim is renewed this often
 //   visibility_timeout_ms = 30000           # a claim not renewed this long is reclaimed
+//   [resp]                                  # a Redis-protocol listener (README's RESP section)
+//   listen    = ""                          # "127.0.0.1:6380"; "": off (--resp-listen)
+//   namespace = "resp"                      # RESP keys are kcache keys resp:<namespace>:<key>
 
 #include <tl/expected.hpp>
 
@@ -110,7 +115,7 @@ struct Limits {
   std::uint64_t peer_send_cap() const {
     return send_memory_per_peer_bytes != 0 ? send_memory_per_peer_bytes : send_memory_bytes / 4;
   }
-  // Raw-byte uploads (PUT /v1/cas/...) over spool_threshold, or of unknown
+  // Uploads (PUT /v1/cas/..., PUT /v1/artifacts/...) over spool_threshold, or of unknown
   // length, are written to an unnamed file in spool_dir as they arrive, not
   // held in memory (upload_spool.h); such files together at most spool_disk.
   std::uint64_t spool_threshold_bytes = 4ULL << 20;
@@ -172,9 +177,18 @@ struct ClusterConfig {
   std::chrono::milliseconds visibility_timeout{30000};
 };
 
+// The RESP listener (issue 21): plain TCP under the HTTP server's Limits.
+struct RespConfig {
+  std::string listen; // "": off
+  std::string ns = "resp";
+};
+
 struct ServiceConfig {
   std::string listen = "127.0.0.1:7070";
   std::string unix_socket;
+  // The socket's permission bits (TOML "0660"); 0 keeps what the umask gives.
+  unsigned unix_socket_mode = 0;
+  std::string unix_socket_group; // "": kcached's own group
   std::string data_dir = "/var/lib/kcache";
   std::uint64_t disk_capacity = 10ULL << 30;
   std::uint64_t memory_capacity = 256ULL << 20;
@@ -189,6 +203,7 @@ struct ServiceConfig {
   TlsConfig tls;
   SigningConfig signing;
   ClusterConfig cluster;
+  RespConfig resp;
   // Serve plain HTTP on a non-loopback TCP address although tokens are configured.
   bool allow_plain_http = false;
 };
