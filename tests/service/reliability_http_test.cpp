@@ -161,19 +161,19 @@ TEST(ReliabilityHttp, BodiesWithoutATokenAreRefusedBeforeTheBody) {
   close(fd);
   // ...and two 40 MB bodies do not fit a 64 MiB budget: the second gets 503
   // with Retry-After while the first is still being sent; Expect gets 100.
-  // (An artifact's parts body is held in memory; a CAS upload this large
-  // would be spooled to disk: reliability_upload_test.cpp.)
-  const std::string artifact = "PUT /v1/artifacts/reliability-budget HTTP/1.1\r\nHost: t\r\n";
+  // (An action record's JSON body is held in memory; CAS and artifact uploads
+  // this large would be spooled to disk: reliability_upload_test.cpp.)
+  const std::string record_put = "PUT /v1/ac/reliability-budget HTTP/1.1\r\nHost: t\r\n";
   const int first = connect_from(kcached.port());
-  send_all(first, artifact + auth + "Expect: 100-continue\r\nContent-Length: 40000000\r\n\r\n");
+  send_all(first, record_put + auth + "Expect: 100-continue\r\nContent-Length: 40000000\r\n\r\n");
   EXPECT_EQ(status_of(read_response(first)), 100);
   const int second = connect_from(kcached.port());
-  send_all(second, artifact + auth + "Content-Length: 40000000\r\n\r\n");
+  send_all(second, record_put + auth + "Content-Length: 40000000\r\n\r\n");
   const std::string busy = read_response(second);
   EXPECT_EQ(status_of(busy), 503) << busy;
   EXPECT_NE(busy.find("Retry-After: 1"), std::string::npos);
   close(second);
-  // The first one's body (not a parts body) then gets its 400.
+  // The first one's body (not a JSON record) then gets its 400.
   send_all(first, std::string(40000000, 'y'));
   EXPECT_EQ(status_of(read_response(first, 10000ms)), 400);
   close(first);
