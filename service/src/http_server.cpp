@@ -12,11 +12,16 @@
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <grp.h>
 #include <malloc.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <mutex>
@@ -1016,7 +1021,39 @@ tl::expected<void, std::string> HttpServer::listen_tcp(const std::string& addres
   return {};
 }
 
-tl::expected<void, std::string> HttpServer::listen_unix(const std::string& path) {
+namespace {
+
+// Before listen(): no client can connect through wider permissions first.
+tl::expected<void, std::string> restrict_unix_socket(const std::string& path,
+                                                     const UnixSocketAccess& access) {
+  if (!access.group.empty()) {
+    std::vector<char> buffer(16384);
+    group entry{};
+    group* found = nullptr;
+    int rc = 0;
+    // A group with many members needs a larger buffer (ERANGE).
+    while ((rc = getgrnam_r(access.group.c_str(), &entry, buffer.data(), buffer.size(), &found)) ==
+           ERANGE) {
+      buffer.resize(buffer.size() * 2);
+    }
+    if (rc != 0 || found == nullptr) {
+      return tl::unexpected("unix_socket_group: no group named '" + access.group + "'");
+    }
+    if (::chown(path.c_str(), static_cast<uid_t>(-1), found->gr_gid) != 0) {
+      return tl::unexpected("cannot give unix socket " + path + " to group " + access.group + ": " +
+                            std::strerror(errno));
+    }
+  }
+  if (access.mode != 0 && ::chmod(path.c_str(), static_cast<mode_t>(access.mode)) != 0) {
+    return tl::unexpected("cannot chmod unix socket " + path + ": " + std::strerror(errno));
+  }
+  return {};
+}
+
+} // namespace
+
+tl::expected<void, std::string> HttpServer::listen_unix(const std::string& path,
+                                                        const UnixSocketAccess& access) {
   std::error_code fs_ec;
   std::filesystem::remove(path, fs_ec); // a stale socket from an earlier run
   beast::error_code ec;
@@ -1026,9 +1063,13 @@ tl::expected<void, std::string> HttpServer::listen_unix(const std::string& path)
   if (!ec) {
     acceptor.bind(endpoint, ec);
   }
-  if (!ec) {
-    acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return tl::unexpected("cannot listen on unix socket " + path + ": " + ec.message());
   }
+  if (auto ok = restrict_unix_socket(path, access); !ok) {
+    return ok;
+  }
+  acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
     return tl::unexpected("cannot listen on unix socket " + path + ": " + ec.message());
   }

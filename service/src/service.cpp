@@ -12,6 +12,9 @@
 #include <boost/asio/signal_set.hpp>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
+#ifdef KCACHE_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
 
 #include <array>
 #include <csignal>
@@ -32,6 +35,14 @@ std::string node_id_of(const ClusterConfig& cluster, std::uint16_t port) {
   std::array<char, 256> host{};
   ::gethostname(host.data(), host.size() - 1);
   return std::string(host.data()) + ":" + std::to_string(port);
+}
+
+// systemd's Type=notify (deploy/systemd/kcached.service); a no-op without
+// $NOTIFY_SOCKET or where kcached was built without libsystemd.
+void notify_systemd([[maybe_unused]] const char* state) {
+#ifdef KCACHE_HAVE_SYSTEMD
+  sd_notify(0, state);
+#endif
 }
 
 } // namespace
@@ -173,7 +184,9 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
     }
   }
   if (!config.unix_socket.empty()) {
-    if (auto ok = service->server_->listen_unix(config.unix_socket); !ok) {
+    if (auto ok = service->server_->listen_unix(
+            config.unix_socket, {config.unix_socket_mode, config.unix_socket_group});
+        !ok) {
       return tl::unexpected(ok.error());
     }
   }
@@ -246,6 +259,7 @@ int Service::run() {
     if (!ec) {
       spdlog::info("signal {}: draining (up to {} s)", signal,
                    config_.limits.drain_timeout.count());
+      notify_systemd("STOPPING=1");
       stop();
     }
   });
@@ -274,6 +288,7 @@ int Service::run() {
     std::ofstream(tmp) << server_->tcp_port() << "\n";
     std::filesystem::rename(tmp, config_.port_file);
   }
+  notify_systemd("READY=1"); // every listener accepts by now
   const unsigned threads =
       config_.threads > 0 ? config_.threads : std::max(2U, std::thread::hardware_concurrency());
   std::vector<std::thread> pool;

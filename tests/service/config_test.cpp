@@ -204,6 +204,30 @@ TEST(Config, ClearErrors) {
   EXPECT_NE(parse_command_line(2, missing_value).error().find("needs a value"), std::string::npos);
 }
 
+// deploy/systemd's unit and the Kubernetes DaemonSet share the socket with a group.
+TEST(Config, TheUnixSocketModeIsOctalAndTheGroupANameInTomlAndFlags) {
+  auto file =
+      load_config_file(write_temp("unix_socket_mode = \"0660\"\nunix_socket_group = \"kcache\"\n"));
+  ASSERT_TRUE(file.has_value()) << file.error();
+  EXPECT_EQ(file->unix_socket_mode, 0660U);
+  EXPECT_EQ(file->unix_socket_group, "kcache");
+  EXPECT_EQ(load_config_file(write_temp("listen = \"127.0.0.1:1\"\n"))->unix_socket_mode, 0U);
+  for (const char* bad : {"unix_socket_mode = \"0968\"\n", "unix_socket_mode = \"01777\"\n",
+                          "unix_socket_mode = 432\n"}) {
+    auto refused = load_config_file(write_temp(bad));
+    ASSERT_FALSE(refused.has_value()) << bad;
+    EXPECT_NE(refused.error().find("unix_socket_mode must be an octal string"), std::string::npos);
+  }
+  const char* flags[] = {"kcached", "--unix-socket-mode", "0600", "--unix-socket-group", "ops"};
+  auto c = parse_command_line(5, flags);
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_EQ(c->unix_socket_mode, 0600U);
+  EXPECT_EQ(c->unix_socket_group, "ops");
+  const char* bad_flag[] = {"kcached", "--unix-socket-mode", "rw-rw----"};
+  EXPECT_NE(parse_command_line(3, bad_flag).error().find("--unix-socket-mode must be octal"),
+            std::string::npos);
+}
+
 TEST(Config, TheTierOptionsMapOntoStoreUrls) {
   const char* argv[] = {
       "kcached",         "--data-dir", "/var/kc",     "--memory-capacity",         "1MiB",

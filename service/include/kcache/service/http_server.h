@@ -47,6 +47,13 @@
 
 namespace kcache::service {
 
+// Who may connect to the Unix socket: mode 0 keeps what the umask gives; group
+// "" keeps kcached's own group.
+struct UnixSocketAccess {
+  unsigned mode = 0;
+  std::string group;
+};
+
 class HttpServer {
 public:
   using Handler = std::function<void(Request&&, Responder)>;
@@ -65,7 +72,8 @@ public:
 
   // "host:port"; port 0 picks a free one (see tcp_port()).
   tl::expected<void, std::string> listen_tcp(const std::string& address);
-  tl::expected<void, std::string> listen_unix(const std::string& path);
+  tl::expected<void, std::string> listen_unix(const std::string& path,
+                                              const UnixSocketAccess& access = {});
   std::uint16_t tcp_port() const;
 
   // Before listen_tcp: TLS on the TCP listener. Later: a replacement (reload).
