@@ -58,7 +58,7 @@ void print_jobs_table(const std::vector<protocol::JobView>& jobs) {
   t.column("COMPILE", Table::Align::kRight);
   t.column("SIZE", Table::Align::kRight);
   t.column("ASKED", Table::Align::kRight);
-  t.column("ERROR");
+  t.column("ERROR / WAITING");
   const std::int64_t now = unix_now_ms();
   for (const protocol::JobView& j : jobs) {
     const bool finished = j.finished_ms > 0;
@@ -74,7 +74,7 @@ void print_jobs_table(const std::vector<protocol::JobView>& jobs) {
          finished ? protocol::format_size(j.output_size) : "-", std::to_string(j.submissions),
          j.error_code != protocol::JobError::kNone
              ? cut(std::string(protocol::job_error_name(j.error_code)) + ": " + j.error_message, 72)
-             : ""});
+             : cut(j.waiting_for, 72)});
   }
   std::cout << t.render();
 }
@@ -178,6 +178,9 @@ void print_job(const json& j) {
   }
   for (const json& key : j.value("keys", json::array())) {
     std::printf("%-12s %s\n", "key", key.get<std::string>().c_str());
+  }
+  if (const std::string why = j.value("waiting_for", ""); !why.empty()) {
+    std::printf("%-12s %s\n", "waiting", why.c_str()); // cluster mode: what it waits for
   }
   if (j.contains("error")) {
     std::printf("%-12s %s: %s\n", "error", j["error"].value("code", "").c_str(),

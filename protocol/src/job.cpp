@@ -87,6 +87,9 @@ json to_json(const JobView& job, bool with_spec) {
     out["tuning_class"] = job.tuning_class;
     out["progress"] = {{"done", job.progress_done}, {"total", job.progress_total}};
   }
+  if (!job.waiting_for.empty()) {
+    out["waiting_for"] = job.waiting_for;
+  }
   if (with_spec) {
     out["spec"] = job.spec_json;
     if (!job.manifests.empty()) {
@@ -114,6 +117,7 @@ tl::expected<JobView, std::string> job_from_json(const json& in) {
       job.progress_done = json_integer(*p, "done", std::size_t{0});
       job.progress_total = json_integer(*p, "total", std::size_t{0});
     }
+    job.waiting_for = in.value("waiting_for", std::string());
     job.compile_key = in.at("compile_key").get<std::string>();
     job.keys = in.value("keys", std::vector<std::string>());
     job.spec_json = in.value("spec", std::string());

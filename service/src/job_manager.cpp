@@ -286,8 +286,9 @@ void JobManager::enable_cluster(const ClusterConfig& cluster, const storage::Red
       metrics_.cancelled,
       metrics_.compile_seconds,
       {cachekey::detect_cpu().arch, host_tuning_class_, host_gpu_tuning_class_},
-      [this](const Job& search, const std::stop_token& cancel) {
-        return run_cluster_search(search, cancel);
+      [this](const Job& search, const std::stop_token& cancel,
+             const ClusterJobs::Parts::Progress& progress) {
+        return run_cluster_search(search, cancel, progress);
       }};
   cluster_ =
       std::make_unique<ClusterJobs>(config_, cluster, redis, std::move(parts), metrics_.registry);

@@ -241,7 +241,8 @@ void JobManager::run_autotune(const std::string& id, const std::stop_token& canc
   }
 }
 
-Job JobManager::run_cluster_search(const Job& search, const std::stop_token& cancel) {
+Job JobManager::run_cluster_search(const Job& search, const std::stop_token& cancel,
+                                   const ClusterJobs::Parts::Progress& progress) {
   Job out = search;
   out.spec_json.clear();
   Submission submission;
@@ -274,7 +275,8 @@ Job JobManager::run_cluster_search(const Job& search, const std::stop_token& can
   for (;;) {
     std::promise<std::optional<Job>> answer;
     auto answered = answer.get_future();
-    wait(local, Clock::now() + std::chrono::seconds(1),
+    // A quarter second: the cluster's copy of its progress follows it that closely.
+    wait(local, Clock::now() + std::chrono::milliseconds(250),
          [&answer](std::optional<Job> job) { answer.set_value(std::move(job)); });
     const std::optional<Job> now = answered.get();
     bool stopping = false;
@@ -303,6 +305,7 @@ Job JobManager::run_cluster_search(const Job& search, const std::stop_token& can
       out.error_message = "the local search vanished";
       return out;
     }
+    progress(now->progress_done, now->progress_total);
     if (cancel.stop_requested() && !cancel_asked) {
       // Asked here, not in a stop_callback: ClusterJobs requests the stop
       // under its own lock, which cancel() may need.

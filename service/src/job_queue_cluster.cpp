@@ -19,6 +19,8 @@ constexpr std::size_t kJobLogTail = 8000; // as JobManager keeps of a log
 constexpr std::chrono::milliseconds kTakeBlock{1000};
 constexpr std::chrono::milliseconds kPollEvery{250};
 constexpr std::chrono::milliseconds kRetryAfterError{500};
+// A running search's progress reaches Redis when it changed, at most this often.
+constexpr std::chrono::milliseconds kProgressEvery{250};
 
 std::vector<std::string> capabilities_of(const JobRunner& runner, const NodeHardware& hardware) {
   std::vector<compiler::Backend> backends;
@@ -40,7 +42,7 @@ ClusterJobs::ClusterJobs(const JobsConfig& jobs, const ClusterConfig& cluster,
                  parts_.hardware.cpu_arch, cluster.heartbeat * 3, cluster.visibility_timeout,
                  std::chrono::hours(24),
                  std::chrono::duration_cast<std::chrono::milliseconds>(jobs.negative_ttl),
-                 redis.cluster}),
+                 redis.cluster, jobs.max_jobs_per_submitter}),
       reclaimed_(metrics.counter("kcache_cluster_jobs_reclaimed_total",
                                  "Cluster jobs taken over from a stalled or dead node")) {
   metrics.describe("kcache_cluster_queue_depth", "gauge",
@@ -369,7 +371,23 @@ void ClusterJobs::run_search(const RedisJobQueue::Claim& claim) {
                                   " times (its nodes died or stalled) and is not retried"
                             : "this kcached runs no autotune searches";
   } else {
-    job = parts_.autotune(claim.job, cancel.get_token());
+    // Written as variants finish, so `jobs watch` on any node follows it;
+    // fenced by the claim's token like every other write of the claim.
+    std::size_t written_done = claim.job.progress_done;
+    auto last_write = Clock::now() - kProgressEvery;
+    const Parts::Progress progress = [&](std::size_t done, std::size_t total) {
+      const auto now = Clock::now();
+      if (done == written_done || now - last_write < kProgressEvery) {
+        return;
+      }
+      last_write = now;
+      if (auto ok = queue_.progress(claim, done, total); ok && *ok) {
+        written_done = done;
+      } else if (!ok) {
+        spdlog::debug("cluster search {}: writing its progress: {}", id, ok.error().message);
+      }
+    };
+    job = parts_.autotune(claim.job, cancel.get_token(), progress);
   }
   auto [lost, stopping] = end_run(id);
   const bool succeeded = job.state == JobState::kSucceeded;

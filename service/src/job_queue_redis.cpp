@@ -93,11 +93,15 @@ Result<SubmitResult> RedisJobQueue::submit(const Job& job, const std::string& ke
   }
   const std::string hash = job_key(job.id);
   const std::string keys = keys_key(job.id);
+  // What it waits for, kept so that any node can say so while it is queued
+  // (find): the native target class is the submitting node's.
+  const std::string capability = job_capability(job, options_.cpu_arch);
+  const std::string wanted = capability_wanted(job, options_.cpu_arch);
   storage::RedisCommand sadd{"SADD", keys};
   sadd.insert(sadd.end(), stored.keys.begin(), stored.keys.end());
   auto written = redis_.pipeline(
       hash, {{"HSET", hash, "state", "queued", "job", redis_queue::hash_json(stored), "token", "0",
-              "attempts", "0", "submissions", "1"},
+              "attempts", "0", "submissions", "1", "capability", capability, "wanted", wanted},
              {"PEXPIRE", hash, ttl},
              std::move(sadd),
              {"PEXPIRE", keys, ttl}});
@@ -143,7 +147,15 @@ Result<SubmitResult> RedisJobQueue::submit(const Job& job, const std::string& ke
     (void)release_single_flight(job.compile_key, job.id);
     return not_ours(std::move(*instead));
   }
-  const std::string capability = job_capability(job, options_.cpu_arch);
+  auto refused = over_quota(job);
+  if (!refused) {
+    (void)release_single_flight(job.compile_key, job.id);
+    return not_ours(tl::unexpected(refused.error()));
+  }
+  if (*refused) {
+    (void)release_single_flight(job.compile_key, job.id);
+    return not_ours(std::move(**refused));
+  }
   const std::string entry_stream = stream(capability, job.priority);
   auto added =
       redis_.run(entry_stream, {"XADD", entry_stream, "*", "job", job_to_json(stored, true)});
@@ -156,16 +168,78 @@ Result<SubmitResult> RedisJobQueue::submit(const Job& job, const std::string& ke
   (void)redis_.pipeline(
       index, {{"ZADD", index, std::to_string(stored.submitted_ms), stored.id},
               {"ZREMRANGEBYSCORE", index, "-inf", std::to_string(now - options_.job_ttl.count())}});
+  if (options_.max_jobs_per_submitter > 0 && !job.submitter.empty()) {
+    // Not counted if this fails: the quota errs towards letting work run.
+    const std::string mine = submitter_key(job.submitter);
+    (void)redis_.pipeline(mine,
+                          {{"ZADD", mine, std::to_string(now), job.id}, {"PEXPIRE", mine, ttl}});
+  }
   (void)redis_.publish(events_channel(), "job " + job.id + " queued");
   // It stays queued either way: a node of its capability may join later.
   if (auto serving = live_nodes(capability); serving && *serving == 0) {
-    const std::string wanted = capability_wanted(job, options_.cpu_arch);
     spdlog::info("cluster job {} queued for {}: no live node serves it yet", job.id, capability);
+    stored.waiting_for = waiting_reason(wanted, capability);
     return SubmitResult{SubmitStatus::kQueued, stored,
-                        "queued in the cluster; waiting for " + wanted + " (no live node serves " +
-                            capability + ")"};
+                        "queued in the cluster; " + stored.waiting_for};
   }
   return SubmitResult{SubmitStatus::kQueued, stored, "queued in the cluster"};
+}
+
+std::string RedisJobQueue::waiting_reason(const std::string& wanted,
+                                          const std::string& capability) {
+  return "waiting for " + wanted + " (no live node serves " + capability + ")";
+}
+
+std::string RedisJobQueue::submitter_key(const std::string& submitter) const {
+  return redis_.key("sub:{" + escape_capability_part(submitter) + "}");
+}
+
+Result<std::optional<SubmitResult>> RedisJobQueue::over_quota(const Job& job) {
+  const std::size_t quota = options_.max_jobs_per_submitter;
+  if (quota == 0 || job.submitter.empty()) {
+    return std::optional<SubmitResult>();
+  }
+  const std::string mine = submitter_key(job.submitter);
+  const std::string too_old =
+      "(" + std::to_string(protocol::unix_now_ms() - options_.job_ttl.count());
+  auto counted = redis_.pipeline(
+      mine, {{"ZREMRANGEBYSCORE", mine, "-inf", too_old}, {"ZRANGE", mine, "0", "-1"}});
+  if (!counted) {
+    return tl::unexpected(counted.error());
+  }
+  std::size_t active = (*counted)[1].elements.size();
+  if (active + 1 > quota) {
+    // At the quota: drop ids whose job ended without uncounting itself (its
+    // node died between writing the final state and the ZREM), or expired.
+    for (const RedisReply& id : (*counted)[1].elements) {
+      const std::string hash = job_key(id.str);
+      auto state = redis_.run(hash, {"HGET", hash, "state"});
+      if (!state) {
+        return tl::unexpected(state.error());
+      }
+      const auto s = state->type == RedisReply::Type::kString ? parse_job_state(state->str)
+                                                              : tl::unexpected(std::string());
+      if (!s || is_finished(*s)) {
+        (void)redis_.run(mine, {"ZREM", mine, id.str});
+        --active;
+      }
+    }
+  }
+  if (active + 1 > quota) {
+    return std::optional<SubmitResult>(
+        SubmitResult{SubmitStatus::kBusy, std::nullopt,
+                     "this submitter has " + std::to_string(active) +
+                         " jobs queued or running in the cluster; max_jobs_per_submitter is " +
+                         std::to_string(quota)});
+  }
+  return std::optional<SubmitResult>();
+}
+
+void RedisJobQueue::uncount(const Job& job) {
+  if (options_.max_jobs_per_submitter > 0 && !job.submitter.empty()) {
+    const std::string mine = submitter_key(job.submitter);
+    (void)redis_.run(mine, {"ZREM", mine, job.id}); // else pruned at the quota
+  }
 }
 
 // kInvalid: the owner is gone or failed (the caller releases it and retries).
@@ -211,7 +285,7 @@ Result<std::optional<Job>> RedisJobQueue::find(const std::string& id) {
   }
   const RedisReply& fields = (*replies)[0];
   std::optional<Job> job;
-  std::string state, attempts, started, submissions;
+  std::string state, attempts, started, submissions, capability, wanted, done, total;
   for (std::size_t i = 0; i + 1 < fields.elements.size(); i += 2) {
     const std::string& name = fields.elements[i].str;
     const std::string& value = fields.elements[i + 1].str;
@@ -227,6 +301,14 @@ Result<std::optional<Job>> RedisJobQueue::find(const std::string& id) {
       started = value;
     } else if (name == "submissions") {
       submissions = value;
+    } else if (name == "capability") {
+      capability = value;
+    } else if (name == "wanted") {
+      wanted = value;
+    } else if (name == "progress_done") {
+      done = value;
+    } else if (name == "progress_total") {
+      total = value;
     }
   }
   if (!job) {
@@ -239,6 +321,17 @@ Result<std::optional<Job>> RedisJobQueue::find(const std::string& id) {
     }
     if (!started.empty()) {
       job->started_ms = to_int(started);
+    }
+    if (!done.empty() && !total.empty()) {
+      job->progress_done = static_cast<std::size_t>(to_int(done)); // a search as it runs
+      job->progress_total = static_cast<std::size_t>(to_int(total));
+    }
+  }
+  // Asked when read, not stored: a node of its capability may have come or
+  // gone since it was submitted. A Redis error here leaves it unsaid.
+  if (job->state == JobState::kQueued && !capability.empty()) {
+    if (auto serving = live_nodes(capability); serving && *serving == 0) {
+      job->waiting_for = waiting_reason(wanted, capability);
     }
   }
   if (!submissions.empty()) {
@@ -269,6 +362,7 @@ Result<std::optional<Job>> RedisJobQueue::cancel(const std::string& id) {
   }
   if (done->str == "cancelled") {
     (void)release_single_flight(cancelled.compile_key, id);
+    uncount(cancelled);
     (void)redis_.publish(events_channel(), "job " + id + " cancelled");
     return std::optional<Job>(std::move(cancelled));
   }

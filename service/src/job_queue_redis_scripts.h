@@ -98,6 +98,15 @@ redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return 1
 )lua";
 
+// KEYS: job hash; ARGV: token, done, total. 1: written; 0: the claim is
+// lost or the job is no longer running (its final JSON is the last word).
+inline constexpr std::string_view kProgressScript = R"lua(
+if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end
+if redis.call('HGET', KEYS[1], 'state') ~= 'running' then return 0 end
+redis.call('HSET', KEYS[1], 'progress_done', ARGV[2], 'progress_total', ARGV[3])
+return 1
+)lua";
+
 tl::unexpected<storage::StoreError> reply_error(const storage::RedisReply& reply,
                                                 std::string_view what);
 std::int64_t to_int(std::string_view text);

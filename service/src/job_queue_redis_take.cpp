@@ -268,6 +268,19 @@ Result<std::optional<std::vector<std::string>>> RedisJobQueue::seal(const Claim&
   return std::optional<std::vector<std::string>>(std::move(out));
 }
 
+Result<bool> RedisJobQueue::progress(const Claim& claim, std::size_t done, std::size_t total) {
+  auto written =
+      redis_.eval(redis_queue::kProgressScript, {job_key(claim.job.id)},
+                  {std::to_string(claim.token), std::to_string(done), std::to_string(total)});
+  if (!written) {
+    return tl::unexpected(written.error());
+  }
+  if (written->is_error()) {
+    return redis_queue::reply_error(*written, "progress");
+  }
+  return written->integer == 1;
+}
+
 Result<bool> RedisJobQueue::finish(const Claim& claim, const Job& job) {
   auto written =
       redis_.eval(redis_queue::kFinishScript, {job_key(job.id)},
@@ -283,6 +296,7 @@ Result<bool> RedisJobQueue::finish(const Claim& claim, const Job& job) {
     return false;
   }
   (void)release_single_flight(job.compile_key, job.id);
+  uncount(job);
   if (job.state == JobState::kFailed && is_cacheable_failure(job.error_code) &&
       options_.negative_ttl.count() > 0) {
     const std::string neg = redis_.key("neg:{" + job.compile_key + "}");

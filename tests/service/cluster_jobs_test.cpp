@@ -24,6 +24,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -467,6 +468,172 @@ TEST_P(ClusterJobs, AJobsPublicationWakesLeaseWaitersOnOtherNodes) {
   auto job = connect(a.url())->job(submitted->job->id, std::chrono::seconds(10));
   ASSERT_TRUE(job.has_value());
   EXPECT_EQ(job->state, client::JobState::kSucceeded);
+}
+
+// A small CPU autotune search: `unrolls` variants of a sum and the reference
+// (UNROLL 1), each a cheap cpp compile.
+json sum_search(const std::vector<int>& unrolls) {
+  return json{{"backend", "cpp"},
+              {"source", {{"name", "sum.cpp"}, {"text", R"(
+extern "C" void sum(const float* x, float* out, int n) {
+  float acc[UNROLL];
+  for (int j = 0; j < UNROLL; ++j) acc[j] = 0.f;
+  int i = 0;
+  for (; i + UNROLL <= n; i += UNROLL)
+    for (int j = 0; j < UNROLL; ++j) acc[j] += x[i + j];
+  float r = 0.f;
+  for (int j = 0; j < UNROLL; ++j) r += acc[j];
+  for (; i < n; ++i) r += x[i];
+  out[0] = r;
+}
+)"}}},
+              {"name_expressions", {"sum"}},
+              {"options", {"-O2"}},
+              {"target", "x86-64-v2"},
+              {"output", "shared"},
+              {"autotune",
+               {{"params", {{"UNROLL", unrolls}}},
+                {"benchmark",
+                 {{"shapes", {{"N", 1 << 16}}},
+                  {"args",
+                   {{{"buffer", "x"}, {"count", "N"}, {"seed", 3}},
+                    {{"buffer", "out"}, {"count", "1"}, {"output", true}},
+                    {{"scalar", "N"}, {"dtype", "i32"}}}},
+                  {"reference", {{"UNROLL", 1}}},
+                  {"tolerance", 1e-3},
+                  {"repeats", 3}}}}}};
+}
+
+json submit_search(Client& c, const std::string& key, const json& search,
+                   const std::string& tuning_class) {
+  const json body{{"key", key}, {"spec", search}, {"tuning_class", tuning_class}};
+  auto res = c.request(client::HttpMethod::kPost, "/v1/jobs", body.dump(), "application/json");
+  EXPECT_TRUE(res.has_value());
+  return res ? json::parse(res->body, nullptr, false) : json();
+}
+
+// A search run through the cluster queue writes its progress to Redis as its
+// variants compile (not only at its end): node B, which neither took nor
+// submitted it, sees 0 < done < total while it runs and done == total after.
+TEST_P(ClusterJobs, ASearchsProgressIsSeenFromAnotherNodeWhileItRuns) {
+  testing::TempDir keys;
+  const std::string key = shared_signing_key(keys);
+  KcachedProcess a(
+      node_args(redis_url(), key, {"--node-id", "runner", "--tuning-class", "cpu:progress"}));
+  // B serves another tuning class: the search runs on A.
+  KcachedProcess b(
+      node_args(redis_url(), key, {"--node-id", "watcher", "--tuning-class", "cpu:other"}));
+  auto ca = connect(a.url());
+  auto cb = connect(b.url());
+  const json answer =
+      submit_search(*ca, "kc1-progress-sum", sum_search({1, 2, 4, 8, 16}), "cpu:progress");
+  ASSERT_EQ(answer["status"], "queued") << answer.dump() << a.log();
+  const std::string id = answer["job"]["id"];
+  std::size_t total = 0;
+  std::set<std::size_t> seen_between; // done values with 0 < done < total, while running
+  std::optional<client::JobStatus> last;
+  const auto by = Clock::now() + std::chrono::seconds(90);
+  while (Clock::now() < by) {
+    auto job = cb->job(id);
+    ASSERT_TRUE(job.has_value()) << job.error().message;
+    last = *job;
+    total = job->progress_total;
+    if (job->state == client::JobState::kRunning && job->progress_done > 0 &&
+        job->progress_done < job->progress_total) {
+      seen_between.insert(job->progress_done);
+    }
+    if (job->finished()) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(last.has_value());
+  ASSERT_EQ(last->state, client::JobState::kSucceeded) << last->json << a.log();
+  EXPECT_EQ(total, 10U) << "5 variants, each compiled then timed";
+  EXPECT_FALSE(seen_between.empty()) << "node B saw only 0/N until the end\n" << a.log();
+  EXPECT_EQ(last->progress_done, last->progress_total);
+}
+
+// A queued cluster job says what it waits for when no live node serves its
+// capability, on every node and through the CLI; the reason goes once a node
+// of that capability takes it.
+TEST_P(ClusterJobs, AJobSaysWhatItWaitsForUntilANodeServesIt) {
+  testing::TempDir keys;
+  const std::string key = shared_signing_key(keys);
+  KcachedProcess a(node_args(redis_url(), key, {"--node-id", "a", "--tuning-class", "cpu:here"}));
+  KcachedProcess b(node_args(redis_url(), key, {"--node-id", "b", "--tuning-class", "cpu:here"}));
+  auto ca = connect(a.url());
+  auto cb = connect(b.url());
+  const json answer = submit_search(*ca, "kc1-waiting-sum", sum_search({1, 2}), "cpu:elsewhere");
+  ASSERT_EQ(answer["status"], "queued") << answer.dump();
+  const std::string id = answer["job"]["id"];
+  const std::string reason = "waiting for a node of tuning class cpu:elsewhere";
+  EXPECT_NE(answer["job"].value("waiting_for", "").find(reason), std::string::npos)
+      << answer.dump();
+  auto job = cb->job(id);
+  ASSERT_TRUE(job.has_value());
+  EXPECT_EQ(job->state, client::JobState::kQueued);
+  EXPECT_NE(job->waiting_for.find(reason), std::string::npos) << job->json;
+  EXPECT_NE(job->waiting_for.find("autotune/cpp/cpu:elsewhere"), std::string::npos) << job->json;
+  std::string out;
+  ASSERT_EQ(testing::run_command({testing::built_binary("kcache"), "--url", b.url(), "jobs"}, out),
+            0)
+      << out;
+  EXPECT_NE(out.find(reason), std::string::npos) << out;
+  ASSERT_EQ(testing::run_command(
+                {testing::built_binary("kcache"), "--url", b.url(), "--json", "job", id}, out),
+            0)
+      << out;
+  EXPECT_NE(json::parse(out).value("waiting_for", "").find(reason), std::string::npos) << out;
+
+  // A node of that class joins and takes it: nothing is missing any more.
+  KcachedProcess c(
+      node_args(redis_url(), key, {"--node-id", "c", "--tuning-class", "cpu:elsewhere"}));
+  auto done = ca->job(id, std::chrono::seconds(60));
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->state, client::JobState::kSucceeded) << done->json << c.log();
+  EXPECT_EQ(done->waiting_for, "");
+  EXPECT_FALSE(json::parse(done->json).contains("waiting_for")) << done->json;
+  // A compile job every node serves waits for nothing.
+  auto compiled = ca->submit("kc1-waiting-value", value_spec(1));
+  ASSERT_TRUE(compiled.has_value() && compiled->job.has_value());
+  EXPECT_EQ(compiled->job->waiting_for, "");
+}
+
+// max_jobs_per_submitter counts the submitter's queued or running jobs in the
+// whole cluster, not per node: two queued on node A leave none for it on node
+// B; a cancel (on any node) frees its place.
+TEST_P(ClusterJobs, ASubmittersQuotaIsCountedClusterWide) {
+  testing::TempDir keys;
+  const std::string key = shared_signing_key(keys);
+  const std::vector<std::string> quota = {"--max-jobs-per-submitter", "2", "--tuning-class",
+                                          "cpu:here"};
+  std::vector<std::string> a_args = node_args(redis_url(), key, quota);
+  a_args.insert(a_args.end(), {"--node-id", "a"});
+  std::vector<std::string> b_args = node_args(redis_url(), key, quota);
+  b_args.insert(b_args.end(), {"--node-id", "b"});
+  KcachedProcess a(a_args);
+  KcachedProcess b(b_args);
+  auto ca = connect(a.url());
+  auto cb = connect(b.url());
+  // Searches for hardware no node has: they stay queued.
+  std::vector<std::string> ids;
+  for (const int u : {2, 3}) {
+    const json answer =
+        submit_search(*ca, "kc1-quota-" + std::to_string(u), sum_search({1, u}), "cpu:nowhere");
+    ASSERT_EQ(answer["status"], "queued") << answer.dump() << a.log();
+    ids.push_back(answer["job"]["id"]);
+  }
+  const json refused = submit_search(*cb, "kc1-quota-5", sum_search({1, 5}), "cpu:nowhere");
+  EXPECT_EQ(refused["status"], "busy") << refused.dump() << b.log();
+  EXPECT_NE(refused.value("message", "").find("2 jobs queued or running in the cluster"),
+            std::string::npos)
+      << refused.dump();
+  auto cancelled = cb->cancel(ids[0]);
+  ASSERT_TRUE(cancelled.has_value()) << cancelled.error().message;
+  EXPECT_EQ(cancelled->state, client::JobState::kCancelled);
+  const json again = submit_search(*cb, "kc1-quota-5", sum_search({1, 5}), "cpu:nowhere");
+  EXPECT_EQ(again["status"], "queued") << again.dump() << b.log();
 }
 
 } // namespace

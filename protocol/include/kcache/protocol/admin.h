@@ -101,8 +101,11 @@ struct JobList {
 struct NodeView {
   std::string id;
   std::string version;
-  std::string address;                   // its listen address
-  std::vector<std::string> capabilities; // the compiler backends it runs
+  std::string address; // its listen address
+  // The job streams it serves (service/job_capability.h): "<backend>/<target
+  // class>" for compiles ("cpp/x86_64", "cuda/cuda"), "autotune/<backend>/<tuning
+  // class>" for searches.
+  std::vector<std::string> capabilities;
   std::uint64_t workers = 0, queued = 0, running = 0;
   std::int64_t started_ms = 0;   // unix ms
   std::int64_t heartbeat_ms = 0; // unix ms of its last heartbeat

@@ -77,6 +77,10 @@ struct JobView {
   // variant steps (each compiled, then each benchmarked).
   std::string tuning_class;
   std::size_t progress_done = 0, progress_total = 0;
+  // Cluster mode: why a queued job is not taken (no live node serves its
+  // capability), as "waiting for <what>"; empty when nothing is missing.
+  // Absent from the JSON when empty.
+  std::string waiting_for;
   // kc1- client keys' manifests (JSON text, as submitted): the record stored
   // under such a key carries it, so it is in the manifest's namespace. In the
   // journal and the cluster queue only (with_spec), as the spec is.

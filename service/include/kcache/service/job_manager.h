@@ -134,7 +134,8 @@ private:
   // of ClusterJobs) runs here, past the local queue's bounds.
   SubmitResult submit_autotune(const Submission& submission, bool from_cluster = false);
   // Runs a cluster search as a local one and waits for it: the cluster job as it ended.
-  Job run_cluster_search(const Job& search, const std::stop_token& cancel);
+  Job run_cluster_search(const Job& search, const std::stop_token& cancel,
+                         const ClusterJobs::Parts::Progress& progress);
   // Parses the job's search and admits its variant compiles (the job fails
   // when the search is unusable).
   void begin_autotune(const std::string& id);

@@ -52,8 +52,12 @@ public:
     NodeHardware hardware; // with the runner's backends: the capabilities served
     // Runs a search this node took, on this node, to its end (or until
     // `cancel`): the cluster job with its final state, log and size; left
-    // unfinished when this node shuts down meanwhile.
-    std::function<Job(const Job& search, const std::stop_token& cancel)> autotune;
+    // unfinished when this node shuts down meanwhile. It calls `progress`
+    // with the search's variant steps (done, total) every few hundred ms
+    // while it runs, from its own thread.
+    using Progress = std::function<void(std::size_t done, std::size_t total)>;
+    std::function<Job(const Job& search, const std::stop_token& cancel, const Progress& progress)>
+        autotune;
   };
   ClusterJobs(const JobsConfig& jobs, const ClusterConfig& cluster,
               const storage::RedisOptions& redis, Parts parts, MetricsRegistry& metrics);

@@ -21,11 +21,20 @@
 //                               submission nobody live serves says it waits
 //   <ns>:job:{<id>}             hash: state, job (JSON without the spec),
 //                               node, attempts, token (fencing: +1 per claim),
-//                               started_ms, sealed, cancel; TTL job_ttl
+//                               started_ms, sealed, cancel, capability and
+//                               wanted (what a queued job waits for),
+//                               progress_done/_total (a search as it runs,
+//                               fenced); TTL job_ttl
 //   <ns>:job:{<id>}:keys        set: every key the result is published under
 //   <ns>:sf:{<compile_key>}     single-flight owner (SET NX PX): the job id
 //   <ns>:neg:{<compile_key>}    a failed compile's job id (negative cache, TTL)
 //   <ns>:jobs                   sorted set of job ids by submission (listings)
+//   <ns>:sub:{<submitter>}      sorted set: the submitter's queued or running
+//                               job ids by submission (unix ms), for
+//                               max_jobs_per_submitter: added at submit,
+//                               removed when the job ends; ids older than
+//                               job_ttl, or whose job ended without removing
+//                               its id (a node died in between), are pruned
 //   <ns>:events                 pub/sub: "job <id> <state>"
 // A job's final state is written by a Lua script that first checks the claim's
 // token: a node whose claim was reclaimed (stalled past the visibility
@@ -60,6 +69,8 @@ struct ClusterQueueOptions {
   // Redis Cluster: one command's keys must share a slot (takers block on one
   // capability's streams at a time instead of all of them).
   bool redis_cluster = false;
+  // Queued or running cluster jobs per submitter, counted cluster-wide; 0: no cap.
+  std::size_t max_jobs_per_submitter = 0;
 };
 
 class RedisJobQueue {
@@ -110,6 +121,9 @@ public:
   // key is released, a cacheable failure remembered, the entry acked and
   // deleted and "job <id> <state>" published. False: the claim was lost.
   storage::Result<bool> finish(const Claim& claim, const Job& job);
+  // A running search's progress (variant steps), fenced as finish is: a node
+  // whose claim was taken over writes nothing. False: the claim was lost.
+  storage::Result<bool> progress(const Claim& claim, std::size_t done, std::size_t total);
 
   // nullopt: no such job (or it expired).
   storage::Result<std::optional<Job>> find(const std::string& id);
@@ -134,6 +148,7 @@ private:
   std::string stream(const std::string& capability, int priority) const;
   std::vector<std::string> streams(const std::string& capability) const; // highest band first
   std::string advert_key(const std::string& capability) const;
+  static std::string waiting_reason(const std::string& wanted, const std::string& capability);
   std::string job_key(const std::string& id) const;
   std::string keys_key(const std::string& id) const;
   storage::Result<void> ensure_group(const std::string& stream);
@@ -143,6 +158,11 @@ private:
   storage::Result<std::optional<Claim>> claim_backlog();
   storage::Result<SubmitResult> join(const std::string& owner, const Job& job,
                                      const std::string& key);
+  std::string submitter_key(const std::string& submitter) const;
+  // The answer when the submitter is at its quota (nullopt: it may submit).
+  storage::Result<std::optional<SubmitResult>> over_quota(const Job& job);
+  // The job ended (or never queued): it no longer counts against its submitter.
+  void uncount(const Job& job);
   storage::Result<void> release_single_flight(const std::string& compile_key,
                                               const std::string& id);
   void ack(const std::string& stream, const std::string& entry);
