@@ -2,6 +2,7 @@
 // `kcache --help` lists the commands; exit codes are documented there.
 
 #include "cli.h"
+#include "file_output.h"
 #include "table.h"
 
 #include <kcache/cachekey/explain.h>
@@ -254,7 +255,10 @@ int cmd_get(Cli& cli) {
                       static_cast<std::streamsize>(artifact.files[0].data.size()));
       return kOk;
     }
-    std::ofstream(out, std::ios::binary) << artifact.files[0].data;
+    if (auto written = write_file_atomically(out, artifact.files[0].data); !written) {
+      std::fprintf(stderr, "kcache: %s\n", written.error().c_str());
+      return kFailed;
+    }
     std::fprintf(stderr, "wrote %s (%s)\n", out.c_str(),
                  kcache::protocol::format_size(artifact.files[0].data.size()).c_str());
     return kOk;
@@ -263,10 +267,25 @@ int cmd_get(Cli& cli) {
     return usage_error("this artifact has " + std::to_string(artifact.files.size()) +
                        " files: give -o DIRECTORY");
   }
-  fs::create_directories(out);
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) {
+    std::fprintf(stderr, "kcache: cannot create %s: %s\n", out.c_str(), ec.message().c_str());
+    return kFailed;
+  }
   for (const auto& f : artifact.files) {
-    const fs::path path = fs::path(out) / fs::path(f.name).filename();
-    std::ofstream(path, std::ios::binary) << f.data;
+    // A file name from the server is untrusted: its last component only, and
+    // never one that names the directory itself or its parent.
+    const fs::path name = fs::path(f.name).filename();
+    if (name.empty() || name == "." || name == "..") {
+      std::fprintf(stderr, "kcache: skipped a file named '%s'\n", f.name.c_str());
+      continue;
+    }
+    const fs::path path = fs::path(out) / name;
+    if (auto written = write_file_atomically(path.string(), f.data); !written) {
+      std::fprintf(stderr, "kcache: %s\n", written.error().c_str());
+      return kFailed;
+    }
     std::fprintf(stderr, "wrote %s (%s)\n", path.c_str(),
                  kcache::protocol::format_size(f.data.size()).c_str());
   }

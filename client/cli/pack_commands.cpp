@@ -3,6 +3,7 @@
 // (kcached refuses -I DIR and includes of host paths).
 
 #include "cli.h"
+#include "file_output.h"
 
 #include <kcache/client/pack_headers.h>
 
@@ -59,9 +60,8 @@ int cmd_pack_headers(Cli& cli) {
     std::cout << spec << "\n";
     return kOk;
   }
-  std::ofstream file(out, std::ios::binary);
-  if (!(file << spec << "\n")) {
-    std::fprintf(stderr, "kcache: cannot write %s\n", out.c_str());
+  if (auto written = write_file_atomically(out, spec + "\n"); !written) {
+    std::fprintf(stderr, "kcache: %s\n", written.error().c_str());
     return kFailed;
   }
   return kOk;
