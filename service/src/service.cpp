@@ -1,3 +1,4 @@
+#include "resp_server.h"
 #include "upload_spool.h"
 
 #include <kcache/service/lease_table_local.h>
@@ -9,6 +10,7 @@
 #include <kcache/storage/store_factory.h>
 #include <kcache/storage/store_url.h>
 
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -190,6 +192,9 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
       return tl::unexpected(ok.error());
     }
   }
+  if (auto ok = service->start_resp(config, limits); !ok) {
+    return tl::unexpected(ok.error());
+  }
   if (config.tokens.empty()) {
     spdlog::warn("no tokens configured: every client has the admin role");
   }
@@ -218,7 +223,43 @@ void Service::stop() {
     jobs_->shutdown();
   }
   leases_->release_all_waiters(); // gets waiting for a producer answer now
+  if (resp_) {
+    resp_->stop(); // RESP commands are short: no drain, connections close
+  }
   server_->drain([this] { io_.stop(); });
+}
+
+tl::expected<void, std::string> Service::start_resp(const ServiceConfig& config,
+                                                    const Limits& limits) {
+  if (config.resp.listen.empty()) {
+    return {};
+  }
+  if (!RespCommands::valid_namespace(config.resp.ns)) {
+    return tl::unexpected("resp.namespace '" + config.resp.ns +
+                          "' must be 1-128 characters of [A-Za-z0-9._+-]");
+  }
+  // RESP has no TLS here: tokens (AUTH passwords) stay on this host unless
+  // allowed, as for plain HTTP.
+  const std::string host = config.resp.listen.substr(0, config.resp.listen.rfind(':'));
+  boost::system::error_code ec;
+  const auto address = boost::asio::ip::make_address(
+      host.size() >= 2 && host.front() == '[' ? host.substr(1, host.size() - 2) : host, ec);
+  if (!config.tokens.empty() && !config.allow_plain_http && (ec || !address.is_loopback())) {
+    return tl::unexpected("resp.listen = \"" + config.resp.listen +
+                          "\" is plain TCP beyond this host while tokens are configured: AUTH "
+                          "tokens and values would cross the network in clear text. Listen on "
+                          "127.0.0.1, or set allow_plain_http = true behind a TLS proxy");
+  }
+  resp_commands_ = std::make_unique<RespCommands>(
+      *store_, &signing_->signer(), config.tokens, config.resp.ns, limits.max_body_bytes,
+      metrics_, leases_.get());
+  resp_ = std::make_unique<RespServer>(io_, *resp_commands_, limits, metrics_);
+  if (auto ok = resp_->listen(config.resp.listen); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  spdlog::info("kcached RESP listening on {} (port {}), namespace '{}'", config.resp.listen,
+               resp_->port(), config.resp.ns);
+  return {};
 }
 
 NodeInfo Service::node_snapshot(const std::string& id) const {

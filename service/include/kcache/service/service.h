@@ -24,6 +24,9 @@
 
 namespace kcache::service {
 
+class RespCommands; // the RESP listener (resp_server.h), when [resp] listen is set
+class RespServer;
+
 class Service {
 public:
   static tl::expected<std::unique_ptr<Service>, std::string> create(const ServiceConfig& config);
@@ -41,6 +44,8 @@ public:
   Service(PrivateTag, ServiceConfig config);
 
 private:
+  // [resp] listen: the RESP listener (resp_server.h); nothing when unset.
+  tl::expected<void, std::string> start_resp(const ServiceConfig& config, const Limits& limits);
   // SIGHUP: a new TLS context from the configured files; on failure the old one stays.
   void reload_tls();
   // This node as `kcache nodes` shows it (cluster mode).
@@ -59,6 +64,8 @@ private:
   std::unique_ptr<NodeRegistry> nodes_; // cluster mode; reads jobs_, so goes first
   std::unique_ptr<RequestHandler> handler_;
   std::unique_ptr<HttpServer> server_;
+  std::unique_ptr<RespCommands> resp_commands_;
+  std::unique_ptr<RespServer> resp_; // uses resp_commands_: goes first
 };
 
 } // namespace kcache::service
