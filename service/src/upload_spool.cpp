@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -76,6 +77,20 @@ bool UploadSpool::reserve(std::uint64_t bytes) {
   }
   reserved_ += bytes;
   return true;
+}
+
+std::optional<SpoolError> UploadSpool::lacks_room_for(std::uint64_t bytes) const {
+  struct statvfs fs {};
+  if (::fstatvfs(fd_, &fs) != 0) {
+    return std::nullopt; // unknown: the writes will tell
+  }
+  const std::uint64_t free = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
+  if (free >= bytes) {
+    return std::nullopt;
+  }
+  return SpoolError{SpoolError::Code::kNoSpace,
+                    "the upload spool's disk has " + std::to_string(free) +
+                        " bytes free, the body is " + std::to_string(bytes)};
 }
 
 tl::expected<void, SpoolError> UploadSpool::append(std::string_view bytes) {

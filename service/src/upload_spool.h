@@ -72,6 +72,9 @@ public:
 
   // Reserves quota ahead of the bytes (a known Content-Length at once).
   bool reserve(std::uint64_t bytes);
+  // kNoSpace when the spool's file system has less than `bytes` free now, so
+  // a body of known length is refused on its head (507) instead of midway.
+  std::optional<SpoolError> lacks_room_for(std::uint64_t bytes) const;
   // Appends, hashing; reserves whatever the bytes need beyond the reservation.
   tl::expected<void, SpoolError> append(std::string_view bytes);
   // After the last append: the body's SHA-256 as 64 hex digits (when hashing).
