@@ -13,6 +13,9 @@ For each model, the phases (Inductor's and Triton's local cache dirs as named):
   cold, kcache on      empty dirs A; fills kcache
   warm, same node      dirs A again: local hits, the anchor
   fresh node, kcache   empty dirs D: kcache.torch
+  cold, kcache+bundles empty dirs F, KCACHE_TORCH_BUNDLES=1: compiles with
+                       caching_precompile and puts its Mega-Cache bundle
+  fresh node, bundles  empty dirs G: loads that bundle, skips Dynamo tracing
 "first step ready" is the first compiled step's wall time (compile + run);
 "whole process" also counts starting Python, importing torch, building the
 model and its eager reference. Ratios are warm-same-node / phase, so a fresh
@@ -124,6 +127,8 @@ def run_phase(model_name: str, remote: str) -> dict:
         "marks": marks,
         "inductor": {k: v for k, v in counters["inductor"].items() if "cache" in k},
         "aot_autograd": {k: v for k, v in counters["aot_autograd"].items() if "cache" in k},
+        "dynamo_cache": dict(counters["dynamo_cache"]),
+        "frames": counters["frames"].get("total", 0),  # frames Dynamo traced
     }
     if remote == "kcache":
         import kcache.torch
@@ -170,15 +175,18 @@ def phase(model: str, remote: str, dirs: Path, label: str, extra: dict | None = 
     result = finish(spawn_phase(model, remote, dirs, extra=extra), label)
     result["process_s"] = time.monotonic() - t
     result["phase"] = label
+    result["env"] = extra or {}
     hits = result["inductor"].get("fxgraph_cache_hit", 0)
     misses = result["inductor"].get("fxgraph_cache_miss", 0)
     ks = result.get("kcache", {})
     trips = {k[len("requests.") :]: v for k, v in ks.items() if k.startswith("requests.")}
     trip_ms = sum(v for k, v in ks.items() if k.startswith("request_ms."))
     print(
-        f"  {label:<28} ready {result['ready_s']:7.2f} s  setup {result['setup_s']:5.2f} s  "
+        f"  {label:<28} ready {result['ready_s']:7.2f} s  process {result['process_s']:6.2f} s  "
+        f"setup {result['setup_s']:5.2f} s  "
         f"FX hits/misses {hits}/{misses}  round trips {trips} {trip_ms:.0f} ms  "
-        f"prefetch hits {ks.get('prefetch_hits', 0)}  "
+        f"prefetch hits {ks.get('prefetch_hits', 0)}  bundle hits {ks.get('bundle_hits', 0)}  "
+        f"frames traced {result.get('frames', '?')}  "
         f"max rel err {result['max_rel_error']:.1e} {'ok' if result['correct'] else 'WRONG'}",
         flush=True,
     )
@@ -201,29 +209,62 @@ def median_of(runs: list[dict]) -> dict:
 NO_PREFETCH = {"KCACHE_TORCH_PREFETCH": "0"}
 
 
-def bench_models(names: list[str], root: Path, repeat: int, redis: bool, profile_dir: Path | None) -> list[dict]:
+def bundles_env(name: str) -> dict:
+    # Its own run id: the bundle runs' manifest (caching_precompile changes
+    # the AOTAutograd entries) stays apart from the prefetch phases' one.
+    return {"KCACHE_TORCH_BUNDLES": "1", "KCACHE_RUN_ID": f"bench-bundles-{name}"}
+
+
+def bench_models(
+    names: list[str],
+    root: Path,
+    repeat: int,
+    redis: bool,
+    profile_dir: Path | None,
+    bundles: bool = True,
+    plain_fresh: bool = True,
+    prefetch_fresh: bool = True,
+) -> list[dict]:
     rows = []
     for name in names:
         print(f"== {name}", flush=True)
         d = root / name
         results = {}
+        use_bundles = bundles
         if redis:
             results["cold, Redis on"] = phase(name, "redis", d / "B", "cold, Redis on")
             results["fresh node, Redis"] = phase(name, "redis", d / "C", "fresh node, Redis")
         results["cold, kcache on"] = phase(name, "kcache", d / "A", "cold, kcache on")
+        if use_bundles:
+            # Where PyTorch's caching precompile fails for a model, say so and go on.
+            try:
+                label = "cold, kcache+bundles"
+                results[label] = phase(name, "kcache", d / "F", label, bundles_env(name))
+            except SystemExit as e:
+                print(f"  bundles not supported here: {e}", flush=True)
+                rows.append({"model": name, "phase": "cold, kcache+bundles", "failed": str(e), "correct": True})
+                use_bundles = False
         # The anchor and the goal, `repeat` times each, alternating: the same
         # job restarted on the same node (its settings, its local dirs; the
         # remote-cache switches are part of Inductor's FX key), and a fresh
         # node (new empty dirs each time) through kcache, without and with
         # the run manifest's prefetch (the cold run wrote the manifest).
-        warm, fresh, prefetched = [], [], []
+        warm, fresh, prefetched, bundled = [], [], [], []
         for i in range(repeat):
             warm.append(phase(name, "kcache", d / "A", "warm, same node"))
-            fresh.append(phase(name, "kcache", d / f"D{i}", "fresh node, kcache", NO_PREFETCH))
-            prefetched.append(phase(name, "kcache", d / f"E{i}", "fresh node, kcache+prefetch"))
+            if plain_fresh:
+                fresh.append(phase(name, "kcache", d / f"D{i}", "fresh node, kcache", NO_PREFETCH))
+            if prefetch_fresh:
+                prefetched.append(phase(name, "kcache", d / f"E{i}", "fresh node, kcache+prefetch"))
+            if use_bundles:
+                bundled.append(phase(name, "kcache", d / f"G{i}", "fresh node, kcache+bundles", bundles_env(name)))
         results["warm, same node"] = median_of(warm)
-        results["fresh node, kcache"] = median_of(fresh)
-        results["fresh node, kcache+prefetch"] = median_of(prefetched)
+        if plain_fresh:
+            results["fresh node, kcache"] = median_of(fresh)
+        if prefetch_fresh:
+            results["fresh node, kcache+prefetch"] = median_of(prefetched)
+        if use_bundles:
+            results["fresh node, kcache+bundles"] = median_of(bundled)
         if profile_dir is not None:
             # One more round under cProfile (slower: its times are not in the table).
             profile_dir.mkdir(parents=True, exist_ok=True)
@@ -237,7 +278,7 @@ def bench_models(names: list[str], root: Path, repeat: int, redis: bool, profile
                 r = phase(name, "kcache", dirs, f"profiled {tag}", {**extra, "KCACHE_BENCH_PROFILE": str(out)})
                 (profile_dir / f"{name}-{tag}.json").write_text(json.dumps(r, indent=1))
         anchor = results["warm, same node"]
-        for label, r in results.items():
+        for label, r in results.items():  # (a failed phase is already in rows, without times)
             r["vs_warm"] = anchor["ready_s"] / r["ready_s"]
             r["process_vs_warm"] = anchor["process_s"] / r["process_s"]
             rows.append(r)
@@ -248,18 +289,28 @@ def print_models_table(rows: list[dict]) -> None:
     print()
     print(
         "| model | phase | first step ready | vs warm | whole process | vs warm | FX hits/misses "
-        "| AOT hits | step | correct |"
+        "| AOT hits | bundle | step | correct |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        if "failed" in r:
+            print(f"| {r['model']} | {r['phase']} | failed: {r['failed']} | | | | | | | | |")
+            continue
         fx = f"{r['inductor'].get('fxgraph_cache_hit', 0)}/{r['inductor'].get('fxgraph_cache_miss', 0)}"
         aot = r["aot_autograd"].get("autograd_cache_hit", 0)
+        # Loaded, and did Dynamo skip tracing (a precompile hit, no frame traced)?
+        ks = r.get("kcache", {})
+        bundle = "-"
+        if "KCACHE_TORCH_BUNDLES" in r.get("env", {}):
+            loaded = ks.get("bundle_hits", 0) > 0
+            skipped = r.get("dynamo_cache", {}).get("dynamo_cache_hit", 0) > 0 and r.get("frames", 1) == 0
+            bundle = "loaded, no tracing" if loaded and skipped else "loaded, traced" if loaded else "not loaded"
         runs = r.get("ready_runs_s")
         spread = f" (of {', '.join(f'{t:.2f}' for t in runs)})" if runs and len(runs) > 1 else ""
         print(
             f"| {r['model']} | {r['phase']} | {r['ready_s']:.2f} s{spread} | {r['vs_warm']:.2f}x "
             f"| {r['process_s']:.1f} s | {r['process_vs_warm']:.2f}x | {fx} | {aot} | "
-            f"{r['step_ms']:.2f} ms | {'yes' if r['correct'] else 'NO'} ({r['max_rel_error']:.1e}) |"
+            f"{bundle} | {r['step_ms']:.2f} ms | {'yes' if r['correct'] else 'NO'} ({r['max_rel_error']:.1e}) |"
         )
 
 
@@ -333,6 +384,9 @@ def main() -> None:
     m.add_argument("--json")
     m.add_argument("--no-redis", action="store_true", help="skip the PyTorch Redis phases")
     m.add_argument("--profile-dir", help="one more round under cProfile; .prof and .json per phase here")
+    m.add_argument("--no-bundles", action="store_true", help="skip the Mega-Cache bundle phases")
+    m.add_argument("--no-plain-fresh", action="store_true", help="skip the fresh-node phase without prefetch")
+    m.add_argument("--no-prefetch-fresh", action="store_true", help="skip the fresh-node phase with prefetch only")
     r = sub.add_parser("ranks")
     r.add_argument("--ranks", type=int, default=4)
     r.add_argument("--json")
@@ -345,7 +399,16 @@ def main() -> None:
     try:
         if args.command == "models":
             profile_dir = Path(args.profile_dir) if args.profile_dir else None
-            rows = bench_models(args.models.split(","), root, args.repeat, not args.no_redis, profile_dir)
+            rows = bench_models(
+                args.models.split(","),
+                root,
+                args.repeat,
+                not args.no_redis,
+                profile_dir,
+                bundles=not args.no_bundles,
+                plain_fresh=not args.no_plain_fresh,
+                prefetch_fresh=not args.no_prefetch_fresh,
+            )
             print_models_table(rows)
         else:
             rows = bench_ranks(args.ranks, root)

@@ -6,7 +6,7 @@
 #   scripts/device/torch_compile_cache.sh prepare          here: kcached, libkcache,
 #                                                          redis-server and the redis
 #                                                          wheel -> .device/torch
-#   scripts/device/torch_compile_cache.sh run models [--models resnet50,mlp]
+#   scripts/device/torch_compile_cache.sh run models [--models resnet50,mlp] [--no-bundles] [--no-plain-fresh] [--no-prefetch-fresh]
 #                                          [--no-redis] [--repeat 3] [--profile-dir "$OUT/prof"]
 #   scripts/device/torch_compile_cache.sh run ranks [--ranks 4]
 #

@@ -264,6 +264,16 @@ class Bundles:
         if first:
             logger.warning("kcache: compile bundles off for this run (%s: %s)", type(error).__name__, error)
 
+    def frame_left_out(self, code, error: Exception) -> None:
+        """PyTorch could not package one compiled frame: it stays out of the bundle."""
+        with self._lock:
+            first = self._stats["bundle_frames_left_out"] == 0
+            self._stats["bundle_frames_left_out"] += 1
+        if first:
+            logger.info(
+                "kcache: %s is left out of the compile bundle (%s); a fresh node traces it", code.co_name, error
+            )
+
     def _refused(self, why: str) -> None:
         self._stats["bundle_refused"] += 1
         self._all_matched = False
@@ -295,15 +305,37 @@ class Bundles:
         if saved is None:
             return False
         bundle, info = saved
-        precompile = len(info.artifacts.get("precompile", []))
+        precompile = _usable_precompile_entries(bundle)
         if precompile == 0:
-            logger.info("kcache: PyTorch made no precompile entry for this run; the bundle only holds cache entries")
+            # PyTorch left every compiled function out of its package (e.g.
+            # "Backend not found"): a fresh node would trace anyway, and part
+            # 1's prefetch serves the same cache entries without the bundle.
+            self._stats["bundle_not_saved"] += 1
+            logger.info("kcache: PyTorch packaged no compiled function of this run; no compile bundle saved")
+            return False
         header = {"version": BUNDLE_VERSION, "system": self._system, "signatures": signatures}
         metadata = {"torch_cache": "compile-bundle", "precompile_entries": str(precompile)}
         if self._session._store(self.key, pack(header, bundle), metadata, _PRODUCER):
             self._stats["bundle_puts"] += 1
             return True
         return False
+
+
+def _usable_precompile_entries(bundle: bytes) -> int:
+    """Precompile entries whose top-level function PyTorch did not bypass."""
+    import pickle
+
+    from torch.compiler._cache import CacheArtifactManager
+
+    artifacts = CacheArtifactManager.deserialize(bundle) or {}
+    usable = 0
+    for artifact in artifacts.get("precompile", []):
+        try:
+            entry = pickle.loads(artifact.content)
+            usable += int(bool(entry.dynamo.codes) and not entry.dynamo.codes[0].bypassed)
+        except Exception:  # noqa: BLE001 - an entry we cannot read is not counted
+            continue
+    return usable
 
 
 def _distinct_targets(signatures: list[dict]) -> bool:
@@ -342,10 +374,67 @@ def install(bundles: Bundles) -> Callable[[], None]:
 
     config.caching_precompile = True
     torch.compile = compile
+    undo_package = _tolerate_unpackageable_frames(bundles)
 
     def undo() -> None:
+        undo_package()
         torch.compile = original
         config.caching_precompile = before_flag
         bundles.close()
 
     return undo
+
+
+def _tolerate_unpackageable_frames(bundles: Bundles) -> Callable[[], None]:
+    """PyTorch 2.11 raises PackageError out of torch.compile'd code when a
+    frame Dynamo compiles after a graph break has no importable name (GPT-2's
+    loss_function, reached through a property): the compile fails instead of
+    leaving that frame out of the package. Leave it out (a bypassed entry,
+    which PyTorch itself skips at install): a fresh node traces that frame."""
+    from torch._dynamo import package
+    from torch._dynamo.exc import PackageError
+
+    cls = package.CompilePackage
+    original = cls._add_user_function
+
+    def add_user_function(self, code) -> None:
+        try:
+            original(self, code)
+        except PackageError as e:
+            module = inspect.getmodule(code)
+            # install() looks the module up even for a bypassed entry; code
+            # made by exec (a dataclass's __init__) has none: any module does.
+            self._add_function(code, module.__name__ if module is not None else "builtins")
+            self._codes[code].bypassed = True
+            bundles.frame_left_out(code, e)
+
+    cls._add_user_function = add_user_function
+    undo_guards = _tolerate_unsaveable_guards()
+
+    def undo() -> None:
+        undo_guards()
+        cls._add_user_function = original
+
+    return undo
+
+
+def _tolerate_unsaveable_guards() -> Callable[[], None]:
+    """When PyTorch 2.11 cannot serialize a frame's guards it bypasses the
+    frame's package entry (output_graph.bypass_package) and then asserts
+    guards_state is not None (convert_frame._compile_inner): the compile fails
+    (seen with GPT-2 on an H100). A bypassed entry ignores its guards
+    (add_guarded_code returns early), so empty ones let the frame compile
+    without precompile, as PyTorch meant."""
+    from torch._dynamo import guards
+
+    cls = guards.CheckFunctionManager
+    original = cls.__init__
+
+    @functools.wraps(original)
+    def init(self, *args, **kwargs) -> None:
+        original(self, *args, **kwargs)
+        if self.guards_state is None and getattr(getattr(self, "output_graph", None), "package", 1) is None:
+            self.guards_state = b""
+
+    cls.__init__ = init
+    return lambda: setattr(cls, "__init__", original)
