@@ -84,8 +84,10 @@ def test_a_fresh_process_loads_the_bundle_and_skips_tracing(daemon, tmp_path):
     # The same run (script, run id, key) with other compile kwargs
     # (backend="eager" compiles in no time), then with another model: each
     # differs from the bundle of the run before it in that one thing, so the
-    # bundle is not loaded and Dynamo traces.
-    for name, width, backend in (("other-kwargs", 64, "eager"), ("other-model", 48, "eager")):
+    # bundle is not loaded and Dynamo traces. The first one runs on the cold
+    # run's node, whose local dir holds PyTorch's own precompile entry for
+    # the same function (found by name and line alone): not used either.
+    for name, width, backend in (("cold", 64, "eager"), ("other-model", 48, "eager")):
         other = run_child(script, tmp_path, name, daemon.url, width, backend)
         assert other["match"] and other["frames"] >= 1, name
         assert other["kcache"].get("bundle_hits", 0) == 0, name
@@ -105,6 +107,10 @@ def test_the_signature_covers_model_kwargs_and_config():
     assert _bundles.signature(model(), {"mode": "max-autotune"}) != base  # compile kwargs
     assert _bundles.signature(model(), {"dynamic": True}) != base
     assert _bundles.signature(model().eval(), {}) != base  # training flag
+    # Module.compile() compiles the bound _call_impl: the same name for every model.
+    bound = _bundles.signature(model()._call_impl, {})
+    assert _bundles.signature(model()._call_impl, {}) == bound
+    assert _bundles.signature(model(96)._call_impl, {}) != bound
     with torch._inductor.config.patch(max_autotune=not torch._inductor.config.max_autotune):
         assert _bundles.signature(model(), {})["config_sha256"] != base["config_sha256"]  # Inductor's config
 

@@ -114,6 +114,13 @@ def _canonical(value: Any) -> str:
     return repr(value)
 
 
+def _source_file(obj: Any) -> Optional[str]:
+    try:
+        return inspect.getsourcefile(obj)
+    except TypeError:
+        return None
+
+
 def _qualname(obj: Any) -> str:
     return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__qualname__)}"
 
@@ -131,16 +138,18 @@ def signature(model: Any, kwargs: dict) -> dict:
     import torch
 
     target = type(model) if isinstance(model, torch.nn.Module) else model
-    try:
-        source_file = inspect.getsourcefile(target)
-    except TypeError:
-        source_file = None
     out = {
         "target": _qualname(target),
-        "source_sha256": _sha256_file(source_file),
+        "source_sha256": _sha256_file(_source_file(target)),
         "kwargs": {k: _kwarg_text(v) for k, v in sorted(kwargs.items())},
         "config_sha256": _config_digest(),
     }
+    # A bound method (Module.compile() compiles self._call_impl) stands for its module.
+    owner = getattr(model, "__self__", None)
+    if isinstance(owner, torch.nn.Module):
+        out["owner"] = _qualname(type(owner))
+        out["owner_source_sha256"] = _sha256_file(_source_file(type(owner)))
+        model = owner
     if isinstance(model, torch.nn.Module):
         tensors = hashlib.sha256()
         for name, t in [*model.named_parameters(), *model.named_buffers()]:
@@ -210,7 +219,12 @@ class Bundles:
         if index == 0:
             self._load(sig)
         if self._loaded is None:
-            return True  # a cold run: record precompile entries for the bundle
+            # A cold run: record precompile entries for the bundle. PyTorch
+            # would also load its own local entry for this function, found by
+            # name and line alone (a warm node's, maybe of other kwargs):
+            # only an entry of a bundle whose signature matched may be used.
+            _forget_local_entry(model)
+            return True
         matches = index < len(self._loaded) and self._loaded[index] == sig
         if not matches:
             self._all_matched = False
@@ -319,6 +333,16 @@ class Bundles:
             self._stats["bundle_puts"] += 1
             return True
         return False
+
+
+def _forget_local_entry(model: Any) -> None:
+    import shutil
+
+    import torch
+    from torch._dynamo.package import CompilePackage, DynamoCache
+
+    fn = model.forward if isinstance(model, torch.nn.Module) else model
+    shutil.rmtree(os.path.join(DynamoCache.path_prefix(), CompilePackage.source_id_from_fn(fn)), ignore_errors=True)
 
 
 def _usable_precompile_entries(bundle: bytes) -> int:
