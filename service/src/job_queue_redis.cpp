@@ -202,16 +202,21 @@ Result<std::optional<SubmitResult>> RedisJobQueue::over_quota(const Job& job) {
   const std::string mine = submitter_key(job.submitter);
   const std::string too_old =
       "(" + std::to_string(protocol::unix_now_ms() - options_.job_ttl.count());
-  auto counted = redis_.pipeline(
-      mine, {{"ZREMRANGEBYSCORE", mine, "-inf", too_old}, {"ZRANGE", mine, "0", "-1"}});
+  auto counted =
+      redis_.pipeline(mine, {{"ZREMRANGEBYSCORE", mine, "-inf", too_old}, {"ZCARD", mine}});
   if (!counted) {
     return tl::unexpected(counted.error());
   }
-  std::size_t active = (*counted)[1].elements.size();
+  auto active = static_cast<std::size_t>(std::max<std::int64_t>(0, (*counted)[1].integer));
   if (active + 1 > quota) {
     // At the quota: drop ids whose job ended without uncounting itself (its
     // node died between writing the final state and the ZREM), or expired.
-    for (const RedisReply& id : (*counted)[1].elements) {
+    auto ids = redis_.run(mine, {"ZRANGE", mine, "0", "-1"});
+    if (!ids) {
+      return tl::unexpected(ids.error());
+    }
+    active = ids->elements.size();
+    for (const RedisReply& id : ids->elements) {
       const std::string hash = job_key(id.str);
       auto state = redis_.run(hash, {"HGET", hash, "state"});
       if (!state) {
