@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -600,6 +601,11 @@ private:
                                          std::to_string(state_->limits.spool_disk_bytes) +
                                          " bytes on disk) is full; retry later"});
     }
+    if (const auto length = parser_->content_length()) {
+      if (auto full = spool_->lacks_room_for(*length)) {
+        return refuse_spool(*full);
+      }
+    }
     state_->spooled_uploads.inc();
     spool_parser_.emplace(std::move(*parser_));
     parser_.reset();
@@ -992,18 +998,21 @@ tl::expected<void, std::string> HttpServer::listen_tcp(const std::string& addres
   if (colon == std::string::npos) {
     return tl::unexpected("listen address '" + address + "' is not host:port");
   }
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2); // an IPv6 literal: "[::1]:7070"
+  }
   beast::error_code ec;
-  const auto ip = asio::ip::make_address(address.substr(0, colon), ec);
+  const auto ip = asio::ip::make_address(host, ec);
   if (ec) {
     return tl::unexpected("listen address '" + address + "': " + ec.message());
   }
-  unsigned long port = 0;
-  try {
-    port = std::stoul(address.substr(colon + 1));
-  } catch (const std::exception&) {
-    port = 65536;
-  }
-  if (port > 65535) {
+  // The whole rest must be the port: "7070x" is an error, not port 7070.
+  const std::string_view port_text = std::string_view(address).substr(colon + 1);
+  unsigned port = 0;
+  const auto [end, parsed] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (parsed != std::errc() || end != port_text.data() + port_text.size() || port > 65535) {
     return tl::unexpected("listen address '" + address + "' has a bad port");
   }
   auto& acceptor = state_->tcp_acceptor.emplace(state_->io);

@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <sstream>
 
@@ -164,23 +165,41 @@ TEST(ReliabilityDisk, ADiskCapacityKeepsTheRecentWritesAcrossARestart) {
 }
 
 // PUT `target` with `body` over a raw connection (the answer may come before
-// the body is all sent); the status, or 0 when none came.
-int raw_put(int port, const std::string& target, const std::string& body) {
+// the body is all sent), with its Content-Length or chunked (of unknown
+// length); the status, or 0 when none came.
+int raw_put(int port, const std::string& target, const std::string& body, bool chunked = false) {
   const int fd = testing::connect_from(port);
   if (fd < 0) {
     return 0;
   }
-  testing::send_all(fd, "PUT " + target + " HTTP/1.1\r\nHost: t\r\nContent-Length: " +
-                            std::to_string(body.size()) + "\r\n\r\n");
-  testing::send_all(fd, body);
+  testing::send_all(fd, "PUT " + target + " HTTP/1.1\r\nHost: t\r\n" +
+                            (chunked ? std::string("Transfer-Encoding: chunked")
+                                     : "Content-Length: " + std::to_string(body.size())) +
+                            "\r\n\r\n");
+  if (!chunked) {
+    testing::send_all(fd, body);
+  }
+  for (std::size_t at = 0; chunked && at < body.size(); at += kMiB) {
+    const std::string_view piece = std::string_view(body).substr(at, kMiB);
+    char size[32];
+    std::snprintf(size, sizeof size, "%zx\r\n", piece.size());
+    if (!testing::send_all(fd, size) || !testing::send_all(fd, piece) ||
+        !testing::send_all(fd, "\r\n")) {
+      break;
+    }
+  }
+  if (chunked) {
+    testing::send_all(fd, "0\r\n\r\n");
+  }
   const int status = testing::status_of(testing::read_response(fd, std::chrono::seconds(10)));
   close(fd);
   return status;
 }
 
-// Issue 13: uploads over spool_threshold go to data_dir/spool; on a full disk
-// the spool's write fails mid-body. Both upload routes answer 507 with a log
-// line and a metric, leave no spool file, and reads go on.
+// Issue 13: uploads over spool_threshold (or chunked) go to data_dir/spool.
+// On a full disk, a body of known length is refused on its head, a chunked
+// one when the spool's write fails midway: both 507 with a log line and a
+// metric, no spool file left, and reads go on.
 TEST(ReliabilityDisk, AnUploadSpooledToAFullDiskAnswers507AndReadsGoOn) {
   TmpfsMount disk(64 * kMiB);
   if (!disk.mounted()) {
@@ -198,17 +217,19 @@ TEST(ReliabilityDisk, AnUploadSpooledToAFullDiskAnswers507AndReadsGoOn) {
   const std::vector<client::File> files{{"kernel.cubin", blob(3 * kMiB, 50)}};
   ASSERT_TRUE(c->put("before-full", files).has_value());
 
-  disk.fill(2 * kMiB); // less than either upload below: the spool runs out mid-body
+  disk.fill(2 * kMiB); // less than either upload below
   const std::string big = blob(16 * kMiB, 60);
   const std::string digest = cachekey::to_hex(cachekey::Sha256::of(big));
   EXPECT_EQ(raw_put(kcached.port(), "/v1/cas/" + digest, big), 507) << kcached.log();
+  EXPECT_NE(kcached.log().find("refused an upload: the upload spool's disk has"), std::string::npos)
+      << kcached.log();
   const std::string parts = protocol::wire::encode_parts({{"record", "{}"}, {"kernel.cubin", big}});
-  EXPECT_EQ(raw_put(kcached.port(), "/v1/artifacts/after-full", parts), 507) << kcached.log();
-  EXPECT_GE(testing::metric_sum(kcached.port(), "kcache_http_spool_refusals_total"), 2);
-  EXPECT_EQ(testing::metric_sum(kcached.port(), "kcache_http_spool_bytes"), 0);
+  EXPECT_EQ(raw_put(kcached.port(), "/v1/artifacts/after-full", parts, true), 507) << kcached.log();
   EXPECT_NE(kcached.log().find("refused an upload: writing the upload spool: No space left"),
             std::string::npos)
       << kcached.log();
+  EXPECT_GE(testing::metric_sum(kcached.port(), "kcache_http_spool_refusals_total"), 2);
+  EXPECT_EQ(testing::metric_sum(kcached.port(), "kcache_http_spool_bytes"), 0);
   EXPECT_TRUE(std::filesystem::is_empty(data / "spool"));
 
   // Reads go on: blobs and the artifact stored before the disk filled.
@@ -223,7 +244,7 @@ TEST(ReliabilityDisk, AnUploadSpooledToAFullDiskAnswers507AndReadsGoOn) {
 
   // Space back: the same upload is stored.
   disk.release();
-  EXPECT_EQ(raw_put(kcached.port(), "/v1/artifacts/after-full", parts), 201) << kcached.log();
+  EXPECT_EQ(raw_put(kcached.port(), "/v1/artifacts/after-full", parts, true), 201) << kcached.log();
   EXPECT_TRUE(kcached.running());
 }
 
