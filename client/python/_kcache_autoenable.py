@@ -29,6 +29,7 @@ import threading
 
 _lock = threading.Lock()
 _enabled = False
+_dispatching = threading.local()
 
 
 def install() -> None:
@@ -100,6 +101,16 @@ def _wrap_compile(torch) -> None:
     @functools.wraps(original)
     def compile(*args, **kwargs):
         _enable_once()
+        # enable() may wrap torch.compile itself (KCACHE_TORCH_BUNDLES=1: the
+        # first call must load the bundle); go through that wrapper once, and
+        # when it calls back here, to torch's own.
+        current = torch.compile
+        if getattr(current, "_kcache_bundles", False) and not getattr(_dispatching, "active", False):
+            _dispatching.active = True
+            try:
+                return current(*args, **kwargs)
+            finally:
+                _dispatching.active = False
         return original(*args, **kwargs)
 
     compile._kcache_autoenable = True

@@ -346,7 +346,11 @@ def _forget_local_entry(model: Any) -> None:
 
 
 def _usable_precompile_entries(bundle: bytes) -> int:
-    """Precompile entries whose top-level function PyTorch did not bypass."""
+    """Precompile entries with at least one compiled graph PyTorch did not
+    bypass. A bypassed code is traced again: 2.11 bypasses the code holding a
+    graph whose backend it did not record ("Backend not found" at save; seen
+    with a grad-enabled forward saved before any backward, and on an H100 with
+    the bf16 MLP under no_grad and max-autotune)."""
     import pickle
 
     from torch.compiler._cache import CacheArtifactManager
@@ -356,7 +360,7 @@ def _usable_precompile_entries(bundle: bytes) -> int:
     for artifact in artifacts.get("precompile", []):
         try:
             entry = pickle.loads(artifact.content)
-            usable += int(bool(entry.dynamo.codes) and not entry.dynamo.codes[0].bypassed)
+            usable += int(any(c.backend_ids and not c.bypassed for c in entry.dynamo.codes))
         except Exception:  # noqa: BLE001 - an entry we cannot read is not counted
             continue
     return usable
@@ -396,6 +400,7 @@ def install(bundles: Bundles) -> Callable[[], None]:
         finally:
             config.caching_precompile = previous
 
+    compile._kcache_bundles = True  # the KCACHE_TORCH=1 hook's first call goes through it
     config.caching_precompile = True
     torch.compile = compile
     undo_package = _tolerate_unpackageable_frames(bundles)
