@@ -12,6 +12,7 @@
 #include <kcache/client/client.h>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -163,6 +164,24 @@ TEST_F(RespOpen, LimitsAreEnforcedOnHeaders) {
   EXPECT_EQ(testing::raw_exchange(port_, "*1\r\n$4\r\nPING\r\n*x\r\n"),
             "+PONG\r\n-ERR Protocol error: invalid multibulk length\r\n");
   EXPECT_EQ(text(command(c.get(), {"PING"})), "PONG"); // the server goes on
+}
+
+// redis-benchmark's GET and SET against the RESP port: every request answered
+// without an error (it exits non-zero at the first error reply);
+// its CSV lists each test's throughput, so both tests must show up).
+TEST_F(RespOpen, RedisBenchmarkCompletesWithoutErrors) {
+  if (::access("/usr/bin/redis-benchmark", X_OK) != 0) {
+    GTEST_SKIP() << "redis-benchmark is not installed (Debian redis-tools)";
+  }
+  std::string out;
+  const int status = testing::run_command({"/usr/bin/redis-benchmark", "-p", std::to_string(port_),
+                                           "-t", "get,set", "-n", "1000", "-c", "8", "--csv"},
+                                          out);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("\"SET\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"GET\""), std::string::npos) << out;
+  EXPECT_EQ(out.find("ERR"), std::string::npos) << out;
+  EXPECT_EQ(out.find("rror"), std::string::npos) << out;
 }
 
 std::string sha256_line(const std::string& token) {
