@@ -44,6 +44,9 @@ std::span<const Route> route_table() {
       Route{verb::put, "/v1/leases/{key}", kWrite, "leases", &RH::lease},
       Route{verb::delete_, "/v1/leases/{key}", kWrite, "leases", &RH::lease},
       Route{verb::get, "/v1/nodes", kRead, "nodes", &RH::nodes},
+      Route{verb::get, "/v1/runs", kRead, "runs", &RH::list_runs},
+      Route{verb::get, "/v1/runs/{run}", kRead, "run", &RH::show_run},
+      Route{verb::put, "/v1/runs/{run}", kWrite, "run", &RH::put_run},
   };
   return kTable;
 }

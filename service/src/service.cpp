@@ -161,6 +161,12 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
   service->handler_ = std::make_unique<RequestHandler>(
       *service->store_, views, metrics, config.tokens, service->jobs_.get(), service->leases_.get(),
       &service->signing_->signer());
+  auto runs = RunReports::open((std::filesystem::path(config.data_dir) / "runs").string());
+  if (!runs) {
+    return tl::unexpected(runs.error());
+  }
+  service->runs_ = std::move(*runs);
+  service->handler_->set_runs(service->runs_.get());
   service->server_ = std::make_unique<HttpServer>(
       service->io_,
       [handler = service->handler_.get()](Request&& r, const Responder& respond) {

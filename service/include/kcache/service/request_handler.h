@@ -56,6 +56,7 @@ private:
 class JobManager;
 class LeaseTable;
 class NodeRegistry;
+class RunReports;
 struct Route;
 struct RouteArgs;
 std::span<const Route> route_table();
@@ -88,6 +89,8 @@ public:
 
   // Cluster mode: GET /v1/nodes lists the cluster's nodes (404 without).
   void set_nodes(NodeRegistry* nodes) { nodes_ = nodes; }
+  // The run reports' store (run_reports.h); without one, /v1/runs answers 404.
+  void set_runs(RunReports* runs) { runs_ = runs; }
 
   static constexpr std::int64_t kMaxWaitMs = 120'000;
 
@@ -131,6 +134,10 @@ private:
                     const Responder& respond);
   // The cluster's nodes (node_routes.cpp).
   Response nodes(const Request& request, const RouteArgs& args);
+  // kcache.torch's compile reports (run_routes.cpp).
+  Response put_run(const Request& request, const RouteArgs& args);
+  Response list_runs(const Request& request, const RouteArgs& args);
+  Response show_run(const Request& request, const RouteArgs& args);
 
   // Instruments are looked up once and cached: the hot path builds no label
   // strings and takes no exclusive lock. labels_[0] is "unknown" (no route).
@@ -151,6 +158,7 @@ private:
   JobManager* jobs_;
   LeaseTable* leases_;
   NodeRegistry* nodes_ = nullptr;
+  RunReports* runs_ = nullptr;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 
