@@ -32,8 +32,8 @@ void bulk(std::string& out, std::string_view data) {
   out.append("$").append(std::to_string(data.size())).append("\r\n").append(data).append("\r\n");
 }
 
-void nil(std::string& out) {
-  out.append("$-1\r\n");
+void nil(std::string& out, bool resp3) {
+  out.append(resp3 ? "_\r\n" : "$-1\r\n");
 }
 
 void array_header(std::string& out, std::size_t n) {
@@ -167,21 +167,25 @@ void RespCommands::execute(const std::vector<std::string>& args, RespSession& se
     bulk(out, "# Server\r\nredis_version:7.0.0\r\nkcached_version:" KCACHE_VERSION "\r\n");
   } else if (name == "GET") {
     if (arity(2, 2)) {
-      get(args[1], *session.who, out);
+      get(args[1], session, out);
     }
   } else if (name == "MGET") {
     if (arity(2, args.size())) {
       array_header(out, args.size() - 1);
       for (std::size_t i = 1; i < args.size(); ++i) {
         std::string one;
-        get(args[i], *session.who, one);
+        get(args[i], session, one);
         // An error for one key (a refused read) is a nil in MGET, as Redis
         // answers nil for a key of the wrong type.
-        out.append(one.starts_with("-") ? "$-1\r\n" : one);
+        if (one.starts_with("-")) {
+          nil(out, session.resp3);
+        } else {
+          out.append(one);
+        }
       }
     }
   } else if (name == "SET") {
-    set(args, *session.who, out);
+    set(args, session, out);
   } else if (name == "DEL" || name == "UNLINK") {
     if (arity(2, args.size())) {
       del(args, *session.who, out);
@@ -244,8 +248,8 @@ void RespCommands::hello(const std::vector<std::string>& args, RespSession& sess
                          std::string& out) {
   std::size_t i = 1;
   if (args.size() > 1) {
-    if (args[1] != "2") {
-      error_reply(out, "NOPROTO unsupported protocol version (kcached speaks RESP2)");
+    if (args[1] != "2" && args[1] != "3") {
+      error_reply(out, "NOPROTO unsupported protocol version");
       return;
     }
     ++i;
@@ -271,7 +275,10 @@ void RespCommands::hello(const std::vector<std::string>& args, RespSession& sess
     error_reply(out, kNoAuth);
     return;
   }
-  array_header(out, 14);
+  // RESP3 (redis-py 8's default): the replies kcached sends are the same in
+  // both but the null; HELLO's own reply is a map there.
+  session.resp3 = args.size() > 1 && args[1] == "3";
+  out.append(session.resp3 ? "%7\r\n" : "*14\r\n");
   for (const auto& [field, value] :
        std::array<std::pair<std::string_view, std::string_view>, 6>{{{"server", "kcached"},
                                                                      {"version", KCACHE_VERSION},
@@ -281,7 +288,7 @@ void RespCommands::hello(const std::vector<std::string>& args, RespSession& sess
                                                                      {"id", ""}}}) {
     bulk(out, field);
     if (field == "proto") {
-      integer(out, 2);
+      integer(out, session.resp3 ? 3 : 2);
     } else if (field == "id") {
       integer(out, 0);
     } else {
@@ -292,10 +299,11 @@ void RespCommands::hello(const std::vector<std::string>& args, RespSession& sess
   array_header(out, 0);
 }
 
-void RespCommands::get(std::string_view resp_key, const Principal& who, std::string& out) {
+void RespCommands::get(std::string_view resp_key, const RespSession& session, std::string& out) {
+  const Principal& who = *session.who;
   const auto key = kcache_key(ns_, resp_key);
   if (!key) {
-    nil(out); // too long to have been stored
+    nil(out, session.resp3); // too long to have been stored
     return;
   }
   if (!may_read_key(who, artifacts_, *key)) {
@@ -309,7 +317,7 @@ void RespCommands::get(std::string_view resp_key, const Principal& who, std::str
     return;
   }
   if (!found->has_value()) {
-    nil(out);
+    nil(out, session.resp3);
     return;
   }
   if ((*found)->files.size() != 1) {
@@ -338,8 +346,9 @@ std::optional<bool> RespCommands::exists(std::string_view resp_key, const Princi
   return record->has_value();
 }
 
-void RespCommands::set(const std::vector<std::string>& args, const Principal& who,
+void RespCommands::set(const std::vector<std::string>& args, const RespSession& session,
                        std::string& out) {
+  const Principal& who = *session.who;
   if (args.size() < 3) {
     error_reply(out, "ERR wrong number of arguments for 'set' command");
     return;
@@ -389,7 +398,7 @@ void RespCommands::set(const std::vector<std::string>& args, const Principal& wh
       return;
     }
     if (*found == nx) {
-      nil(out);
+      nil(out, session.resp3);
       return;
     }
   }

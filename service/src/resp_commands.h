@@ -28,6 +28,7 @@ class LeaseTable;
 struct RespSession {
   const Principal* who = nullptr; // null: not authenticated (tokens configured)
   bool quit = false;              // QUIT: close once the reply is written
+  bool resp3 = false;             // HELLO 3: nulls are "_" (no other RESP3 type is sent)
 };
 
 class RespCommands {
@@ -50,8 +51,8 @@ public:
 
 private:
   void count(std::string_view command, bool ok);
-  void get(std::string_view key, const Principal& who, std::string& out);
-  void set(const std::vector<std::string>& args, const Principal& who, std::string& out);
+  void get(std::string_view key, const RespSession& session, std::string& out);
+  void set(const std::vector<std::string>& args, const RespSession& session, std::string& out);
   void del(const std::vector<std::string>& args, const Principal& who, std::string& out);
   void auth(std::string_view user, std::string_view password, RespSession& session,
             std::string& out);

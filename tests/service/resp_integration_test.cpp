@@ -52,7 +52,7 @@ TEST_F(RespOpen, EveryCommand) {
   const Reply hello = command(c.get(), {"HELLO", "2"});
   ASSERT_EQ(hello->type, REDIS_REPLY_ARRAY);
   EXPECT_EQ(hello->elements, 14U);
-  EXPECT_EQ(text(command(c.get(), {"HELLO", "3"})).rfind("NOPROTO", 0), 0U);
+  EXPECT_EQ(text(command(c.get(), {"HELLO", "4"})).rfind("NOPROTO", 0), 0U);
   EXPECT_EQ(text(command(c.get(), {"AUTH", "x"})).rfind("ERR AUTH", 0), 0U); // none configured
 
   EXPECT_EQ(text(command(c.get(), {"GET", "a"})), "(nil)");
