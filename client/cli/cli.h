@@ -68,6 +68,10 @@ int cmd_submit(Cli& cli);
 // `kcache nodes` (node_commands.cpp): the cluster's live nodes.
 int cmd_nodes(Cli& cli);
 
+// `kcache runs`, `kcache run ID` (run_commands.cpp): kcache.torch's compile reports.
+int cmd_runs(Cli& cli);
+int cmd_run(Cli& cli);
+
 // Reads SPEC.json (args[0]), packing the headers it includes from disk when
 // `pack` (pack_commands.cpp); -I DIR options add include dirs.
 int read_spec(const Cli& cli, bool pack, std::string& spec);

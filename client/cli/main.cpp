@@ -67,6 +67,11 @@ compile jobs:
                                 given), whose namespace the key is then in
   nodes                         the cluster's live nodes (kcached --cluster): address,
                                 version, compilers, workers, queue, last heartbeat
+  runs [--namespace NS] [--limit N]
+                                kcache.torch's compile reports, newest run first: ranks,
+                                host, compile seconds, hits, misses, recompiles, breaks
+  run NS/RUN                    one run's report per rank: misses (with explain),
+                                recompiles and graph breaks with their reasons, ROI
   token new                     print a fresh 256-bit token (base64url) and the
                                 sha256 = "..." line of kcached's [[tokens]] for it
   pack-headers SPEC.json [-I DIR]... [-o OUT]
@@ -499,7 +504,7 @@ int main(int argc, char** argv) {
       "url",         "token",      "timeout-ms",   "area",        "prefix",   "sort",
       "limit",       "o",          "producer",     "meta",        "max-size", "state",
       "wait",        "key",        "priority",     "interval-ms", "I",        "ca-file",
-      "client-cert", "client-key", "trusted-keys", "manifest"};
+      "client-cert", "client-key", "trusted-keys", "manifest",    "namespace"};
   Cli cli;
   kcache::client::ClientOptions options;
   if (const char* url = std::getenv("KCACHE_URL"); url != nullptr && *url != '\0') {
@@ -582,7 +587,8 @@ int main(int argc, char** argv) {
       {"gc", cmd_gc},           {"jobs", cmd_jobs},
       {"job", cmd_job},         {"cancel", cmd_cancel},
       {"submit", cmd_submit},   {"pack-headers", cmd_pack_headers},
-      {"nodes", cmd_nodes}};
+      {"nodes", cmd_nodes},     {"runs", cmd_runs},
+      {"run", cmd_run}};
   const auto it = kCommands.find(command);
   if (it == kCommands.end()) {
     return usage_error("unknown command '" + command + "'");

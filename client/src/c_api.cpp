@@ -597,6 +597,49 @@ kcache_status kcache_pack_headers(const char* spec_json, const char* const* incl
   });
 }
 
+kcache_status kcache_run_report_put(kcache_client* client, const char* ns, const char* run,
+                                    const char* rank, const char* report_json) {
+  if (client == nullptr || ns == nullptr || run == nullptr || rank == nullptr ||
+      report_json == nullptr) {
+    return fail(KCACHE_ERR_INVALID, "kcache_run_report_put: NULL argument");
+  }
+  return guarded([&] {
+    auto stored = client->impl->put_run_report(ns, run, rank, report_json);
+    return stored ? KCACHE_OK : to_status(stored.error());
+  });
+}
+
+kcache_status kcache_runs(kcache_client* client, const char* ns, int32_t limit,
+                          kcache_buffer* json) {
+  if (client == nullptr || json == nullptr) {
+    return fail(KCACHE_ERR_INVALID, "kcache_runs: NULL argument");
+  }
+  *json = kcache_buffer{nullptr, 0};
+  return guarded([&] {
+    auto runs = client->impl->runs(ns == nullptr ? "" : ns,
+                                   static_cast<std::size_t>(std::max<int32_t>(limit, 1)));
+    if (!runs) {
+      return to_status(runs.error());
+    }
+    return fill(json, *runs) ? KCACHE_OK : fail(KCACHE_ERR_PROTOCOL, "out of memory");
+  });
+}
+
+kcache_status kcache_run(kcache_client* client, const char* ns, const char* run,
+                         kcache_buffer* json) {
+  if (client == nullptr || ns == nullptr || run == nullptr || json == nullptr) {
+    return fail(KCACHE_ERR_INVALID, "kcache_run: NULL argument");
+  }
+  *json = kcache_buffer{nullptr, 0};
+  return guarded([&] {
+    auto report = client->impl->run(ns, run);
+    if (!report) {
+      return to_status(report.error());
+    }
+    return fill(json, *report) ? KCACHE_OK : fail(KCACHE_ERR_PROTOCOL, "out of memory");
+  });
+}
+
 void kcache_buffer_free(kcache_buffer* buffer) {
   if (buffer != nullptr) {
     // Pairs with fill()'s malloc: the C ABI hands out plain C memory.

@@ -21,7 +21,7 @@ extern "C" {
 
 /* C names are snake_case by convention; C++ naming rules do not apply here. */
 /* NOLINTBEGIN(readability-identifier-naming) */
-#define KCACHE_ABI_VERSION 7 /* 6: kcache_client_open_ext (TLS); 7: kcache_submit_manifest */
+#define KCACHE_ABI_VERSION 8 /* 6: kcache_client_open_ext (TLS); 7: kcache_submit_manifest; 8: run reports */
 #define KCACHE_API __attribute__((visibility("default")))
 
 typedef enum kcache_status {
@@ -194,6 +194,19 @@ KCACHE_API kcache_status kcache_pack_headers(const char* spec_json, const char* 
 KCACHE_API kcache_status kcache_verification_stats(kcache_client* client, kcache_buffer* json);
 
 KCACHE_API void kcache_buffer_free(kcache_buffer* buffer);
+
+/* ABI 8: kcache.torch's compile reports (/v1/runs). kcache_run_report_put
+ * stores one process's report (a JSON object) under namespace/run/rank;
+ * kcache_runs lists runs (ns NULL or "": every readable namespace), newest
+ * first; kcache_run gets every rank's report of one run. Answers are the
+ * daemon's JSON. */
+KCACHE_API kcache_status kcache_run_report_put(kcache_client* client, const char* ns,
+                                               const char* run, const char* rank,
+                                               const char* report_json);
+KCACHE_API kcache_status kcache_runs(kcache_client* client, const char* ns, int32_t limit,
+                                     kcache_buffer* json);
+KCACHE_API kcache_status kcache_run(kcache_client* client, const char* ns, const char* run,
+                                    kcache_buffer* json);
 
 /* NOLINTEND(readability-identifier-naming) */
 

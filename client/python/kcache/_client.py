@@ -201,6 +201,39 @@ class Client:
             return {}
         return json.loads(take(self._lib, buf))
 
+    # kcache.torch's compile reports (/v1/runs): one JSON object per process of a run.
+
+    def put_run_report(self, namespace: str, run: str, rank: str, report: dict) -> bool:
+        """Stores one process's report under namespace/run/rank (write role)."""
+        status = self._lib.kcache_run_report_put(
+            self._handle, namespace.encode(), run.encode(), rank.encode(), json.dumps(report).encode()
+        )
+        if status != Status.OK:
+            self._failed(status)
+            return False
+        return True
+
+    def runs(self, namespace: str = "", limit: int = 50) -> list:
+        """Runs with reports, newest first: {"namespace", "run", "ranks", "started_ms",
+        "host", "compile_seconds", "hits", "misses", "recompiles", "graph_breaks"}."""
+        buf = Buffer()
+        status = self._lib.kcache_runs(self._handle, namespace.encode(), int(limit), ctypes.byref(buf))
+        if status != Status.OK:
+            self._failed(status)
+            return []
+        return json.loads(take(self._lib, buf))["runs"]
+
+    def run(self, namespace: str, run: str) -> Optional[dict]:
+        """{"namespace", "run", "reports": {rank: report}}, or None when there is none."""
+        buf = Buffer()
+        status = self._lib.kcache_run(self._handle, namespace.encode(), run.encode(), ctypes.byref(buf))
+        if status == Status.MISS:
+            return None
+        if status != Status.OK:
+            self._failed(status)
+            return None
+        return json.loads(take(self._lib, buf))
+
     def verification_stats(self) -> dict:
         """What end-to-end verification did: {"enabled", "verified",
         "rejected": {reason: n}, "rejected_total", "last_rejection",

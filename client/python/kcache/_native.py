@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 from typing import Iterable
 
-ABI_VERSION = 7  # 6: kcache_client_open_ext (TLS, verification); 7: kcache_submit_manifest
+ABI_VERSION = 8  # 6: kcache_client_open_ext (TLS, verification); 7: kcache_submit_manifest; 8: run reports
 
 
 class Status:
@@ -82,6 +82,9 @@ PROTOTYPES: dict[str, tuple[list, object]] = {
     "kcache_exists": ([_client, _str], _status),
     "kcache_batch_get": ([_client, ctypes.POINTER(_str), _size, _buf, ctypes.POINTER(ctypes.c_int)], _status),
     "kcache_stats": ([_client, _buf], _status),
+    "kcache_run_report_put": ([_client, _str, _str, _str, _str], _status),
+    "kcache_runs": ([_client, _str, _i32, _buf], _status),
+    "kcache_run": ([_client, _str, _str, _buf], _status),
     "kcache_submit": ([_client, _str, _str, _i32, _buf], _status),
     "kcache_submit_manifest": ([_client, _str, _str, _str, _i32, _buf], _status),
     "kcache_job_wait": ([_client, _str, _i32, _buf], _status),

@@ -112,6 +112,13 @@ public:
   Result<JobList> jobs(const JobsQuery& query = {});
   // The cluster's live nodes (404 when kcached is not in cluster mode).
   Result<NodeList> nodes();
+  // kcache.torch's compile reports (/v1/runs), as the daemon's JSON text:
+  // one process's report put under namespace/run/rank; the runs of a
+  // namespace ("": every readable one), newest first; all ranks of one run.
+  Result<void> put_run_report(std::string_view ns, std::string_view run, std::string_view rank,
+                              std::string report_json);
+  Result<std::string> runs(std::string_view ns = {}, std::size_t limit = 50);
+  Result<std::string> run(std::string_view ns, std::string_view run);
   // Deletes one CAS blob by digest (remove() deletes an action record).
   Result<void> remove_blob(std::string_view digest);
 

@@ -30,7 +30,7 @@ from typing import Callable, Optional
 
 from ._session import Session, Settings, share_with_env
 
-__all__ = ["enable", "disable", "stats", "save_bundle", "Settings"]
+__all__ = ["enable", "disable", "stats", "save_bundle", "report_step", "Settings"]
 
 _TRITON_BACKEND = "kcache.torch.triton_backend:KcacheTritonBackend"
 _TRITON_MANAGER = "kcache.torch.triton_backend:KcacheCacheManager"
@@ -105,6 +105,8 @@ def enable(
         _set_env("TRITON_REMOTE_CACHE_BACKEND", _TRITON_BACKEND)
     session.hash_details.install()
     _undo.append(session.hash_details.uninstall)
+    if config.report:  # after the hash details: a miss's explain reads them
+        _undo.append(_start_report(session))
     _session = session
     return session
 
@@ -132,6 +134,24 @@ def stats() -> dict:
         out["verified"] = verification.get("verified", 0)
         out["verify_rejected"] = verification.get("rejected_total", 0)
     return out
+
+
+def report_step(seconds: float, eager: bool = False) -> None:
+    """Marks one training step of `seconds` (eager=True: a step run without
+    torch.compile) for the run report's return on investment: eager vs
+    compiled step time and the break-even step. Without marks the report
+    has no ROI."""
+    report = getattr(_session, "report", None)
+    if report is not None:
+        report.step(seconds, eager)
+
+
+def _start_report(session: Session) -> Callable[[], None]:
+    from . import _report
+
+    session.report = _report.Report(session, session.settings.report_interval_s)
+    session.report.install()
+    return session.report.uninstall
 
 
 def save_bundle() -> bool:

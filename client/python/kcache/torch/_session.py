@@ -52,6 +52,9 @@ class Settings:
     # Mega-Cache bundles (see _bundles): a fresh process loads the whole
     # compile of its run (precompile entries included) and skips tracing.
     bundles: bool = False
+    # The run's compile report (see _report): PUT at exit and every report_interval_s.
+    report: bool = True
+    report_interval_s: float = 60.0
 
     ENV = {
         "url": "KCACHE_URL",
@@ -68,6 +71,8 @@ class Settings:
         "prefetch": "KCACHE_TORCH_PREFETCH",
         "prefetch_max_mb": "KCACHE_TORCH_PREFETCH_MAX_MB",
         "bundles": "KCACHE_TORCH_BUNDLES",
+        "report": "KCACHE_TORCH_REPORT",
+        "report_interval_s": "KCACHE_TORCH_REPORT_INTERVAL_S",
     }
 
     @classmethod
@@ -123,6 +128,7 @@ class Session:
         self._closed_until = 0.0
         self.prefetch: Optional[Prefetch] = None
         self.bundles = None  # a _bundles.Bundles with settings.bundles, set by enable()
+        self.report = None  # a _report.Report with settings.report, set by enable()
         self.events = FailOpenLog(settings.url)  # one log line per state change
 
     def start_prefetch(self) -> None:

@@ -63,7 +63,7 @@ private:
   std::unique_ptr<LeaseTable> leases_;  // jobs_ tell it their results: goes after them
   std::unique_ptr<JobManager> jobs_;    // null when this kcached compiles nothing
   std::unique_ptr<NodeRegistry> nodes_; // cluster mode; reads jobs_, so goes first
-  std::unique_ptr<RunReports> runs_; // kcache.torch's compile reports
+  std::unique_ptr<RunReports> runs_;    // kcache.torch's compile reports
   std::unique_ptr<RequestHandler> handler_;
   std::unique_ptr<HttpServer> server_;
   std::unique_ptr<RespCommands> resp_commands_;
