@@ -21,7 +21,7 @@ namespace kcache::service {
 
 struct RespLimits {
   std::uint64_t max_bulk_bytes = 512ULL << 20;    // one argument (a SET's value)
-  std::size_t max_args = 1024 * 1024;             // arguments of one command
+  std::size_t max_args = std::size_t{1} << 20;    // arguments of one command
   std::size_t max_line_bytes = 64;                // a "*N" or "$N" header line
   std::uint64_t max_request_bytes = 513ULL << 20; // one command, headers included
 };

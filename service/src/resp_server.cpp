@@ -43,7 +43,7 @@ struct RespServer::State {
   State(asio::io_context& io_context, RespCommands& c, const Limits& l, MetricsRegistry& m)
       : io(io_context), commands(c),
         limits(l), parse_limits{.max_bulk_bytes = l.max_body_bytes,
-                                .max_args = 1024 * 1024,
+                                .max_args = std::size_t{1} << 20,
                                 .max_line_bytes = 64,
                                 .max_request_bytes = l.max_body_bytes + (1 << 20)},
         accepted(m.counter("kcache_resp_connections_total", "RESP connections accepted")),
