@@ -66,6 +66,24 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
   if (auto ok = UploadSpool::prepare_dir(limits.spool_dir); !ok) {
     return tl::unexpected(ok.error());
   }
+  // Run reports are a convenience: a database that cannot open must not stop
+  // the cache (the handler then keeps reports in memory, under the same
+  // bounds). Opened before the store, so the space RocksDB takes for it is
+  // gone when the store checks whether the disk is full.
+  // RocksDB asserts when it opens on a full disk: below this much free space
+  // the reports stay in memory (the store has its own full-disk handling).
+  constexpr std::uintmax_t kRunsMinFreeBytes = 64ULL << 20;
+  const std::filesystem::space_info space = std::filesystem::space(config.data_dir, ec);
+  auto runs = !ec && space.available >= kRunsMinFreeBytes
+                  ? RunReports::open((std::filesystem::path(config.data_dir) / "runs").string())
+                  : tl::unexpected<std::string>("under 64 MiB free on the data dir's disk");
+  if (!runs) {
+    spdlog::error("run reports kept in memory only: {}", runs.error());
+    runs = RunReports::open("");
+  }
+  if (runs) {
+    service->runs_ = std::move(*runs);
+  }
   auto signing = Signing::create(config.signing, config.data_dir);
   if (!signing) {
     return tl::unexpected(signing.error());
@@ -161,12 +179,9 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
   service->handler_ = std::make_unique<RequestHandler>(
       *service->store_, views, metrics, config.tokens, service->jobs_.get(), service->leases_.get(),
       &service->signing_->signer());
-  auto runs = RunReports::open((std::filesystem::path(config.data_dir) / "runs").string());
-  if (!runs) {
-    return tl::unexpected(runs.error());
+  if (service->runs_) {
+    service->handler_->set_runs(service->runs_.get());
   }
-  service->runs_ = std::move(*runs);
-  service->handler_->set_runs(service->runs_.get());
   service->server_ = std::make_unique<HttpServer>(
       service->io_,
       [handler = service->handler_.get()](Request&& r, const Responder& respond) {
@@ -256,9 +271,9 @@ tl::expected<void, std::string> Service::start_resp(const ServiceConfig& config,
                           "tokens and values would cross the network in clear text. Listen on "
                           "127.0.0.1, or set allow_plain_http = true behind a TLS proxy");
   }
-  resp_commands_ = std::make_unique<RespCommands>(
-      *store_, &signing_->signer(), config.tokens, config.resp.ns, limits.max_body_bytes,
-      metrics_, leases_.get());
+  resp_commands_ =
+      std::make_unique<RespCommands>(*store_, &signing_->signer(), config.tokens, config.resp.ns,
+                                     limits.max_body_bytes, metrics_, leases_.get());
   resp_ = std::make_unique<RespServer>(io_, *resp_commands_, limits, metrics_);
   if (auto ok = resp_->listen(config.resp.listen); !ok) {
     return tl::unexpected(ok.error());
