@@ -21,7 +21,8 @@ extern "C" {
 
 /* C names are snake_case by convention; C++ naming rules do not apply here. */
 /* NOLINTBEGIN(readability-identifier-naming) */
-#define KCACHE_ABI_VERSION 8 /* 6: kcache_client_open_ext (TLS); 7: kcache_submit_manifest; 8: run reports */
+/* 6: kcache_client_open_ext (TLS); 7: kcache_submit_manifest; 8: run reports */
+#define KCACHE_ABI_VERSION 8
 #define KCACHE_API __attribute__((visibility("default")))
 
 typedef enum kcache_status {

@@ -80,6 +80,7 @@ class Client:
         self.fail_open = fail_open
         self.errors = 0
         self.last_error = ""
+        self.last_status = Status.OK  # of the last failed call
         opts = Options(
             (url or os.environ.get("KCACHE_URL") or "http://127.0.0.1:7070").encode(),
             token.encode() if token else None,
@@ -116,6 +117,7 @@ class Client:
 
     def _failed(self, status: int) -> None:
         self.errors += 1
+        self.last_status = status
         self.last_error = last_error(self._lib)
         if not self.fail_open or status == Status.ERR_INVALID:
             raise KcacheError(status, self.last_error)

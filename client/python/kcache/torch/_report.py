@@ -26,6 +26,8 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
+from kcache._native import Status
+
 from . import _keys
 from ._prefetch import fingerprint
 
@@ -246,12 +248,20 @@ class Report:
         }
 
     def put(self) -> bool:
+        client = self._session.client
+        errors_before = client.errors
         try:
-            stored = self._session.client.put_run_report(
-                self._session.settings.namespace, self.run, self.rank, self.document()
-            )
+            stored = client.put_run_report(self._session.settings.namespace, self.run, self.rank, self.document())
         except Exception as e:  # noqa: BLE001 - a report never fails the run
-            stored, self._session.client.last_error = False, str(e)
+            stored, client.last_error = False, str(e)
+        if client.errors != errors_before and client.last_status in (
+            Status.ERR_UNAVAILABLE,
+            Status.ERR_TIMEOUT,
+        ):
+            # kcached did not answer: the session's outage, logged once per
+            # change of state with every other call's, not once more here.
+            self._session.events.observe(True, client.last_error)
+            return False
         if not stored and not self._put_failed:
             self._put_failed = True
             _log.warning("kcache: cannot store the run report: %s", self._session.client.last_error)
