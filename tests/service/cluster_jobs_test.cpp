@@ -7,6 +7,7 @@
 // what the others put in Redis.
 
 #include "cluster_node.h"
+#include "cpu_search.h"
 #include "kcached_process.h"
 #include "redis_suite.h"
 #include "scrape_metric.h"
@@ -36,6 +37,8 @@ using client::CompileOutcome;
 using client::CompileRequest;
 using testing::KcachedProcess;
 using testing::shared_signing_key;
+using testing::submit_search;
+using testing::sum_search;
 using testing::worker_binary;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
@@ -468,48 +471,6 @@ TEST_P(ClusterJobs, AJobsPublicationWakesLeaseWaitersOnOtherNodes) {
   auto job = connect(a.url())->job(submitted->job->id, std::chrono::seconds(10));
   ASSERT_TRUE(job.has_value());
   EXPECT_EQ(job->state, client::JobState::kSucceeded);
-}
-
-// A small CPU autotune search: `unrolls` variants of a sum and the reference
-// (UNROLL 1), each a cheap cpp compile.
-json sum_search(const std::vector<int>& unrolls) {
-  return json{{"backend", "cpp"},
-              {"source", {{"name", "sum.cpp"}, {"text", R"(
-extern "C" void sum(const float* x, float* out, int n) {
-  float acc[UNROLL];
-  for (int j = 0; j < UNROLL; ++j) acc[j] = 0.f;
-  int i = 0;
-  for (; i + UNROLL <= n; i += UNROLL)
-    for (int j = 0; j < UNROLL; ++j) acc[j] += x[i + j];
-  float r = 0.f;
-  for (int j = 0; j < UNROLL; ++j) r += acc[j];
-  for (; i < n; ++i) r += x[i];
-  out[0] = r;
-}
-)"}}},
-              {"name_expressions", {"sum"}},
-              {"options", {"-O2"}},
-              {"target", "x86-64-v2"},
-              {"output", "shared"},
-              {"autotune",
-               {{"params", {{"UNROLL", unrolls}}},
-                {"benchmark",
-                 {{"shapes", {{"N", 1 << 16}}},
-                  {"args",
-                   {{{"buffer", "x"}, {"count", "N"}, {"seed", 3}},
-                    {{"buffer", "out"}, {"count", "1"}, {"output", true}},
-                    {{"scalar", "N"}, {"dtype", "i32"}}}},
-                  {"reference", {{"UNROLL", 1}}},
-                  {"tolerance", 1e-3},
-                  {"repeats", 3}}}}}};
-}
-
-json submit_search(Client& c, const std::string& key, const json& search,
-                   const std::string& tuning_class) {
-  const json body{{"key", key}, {"spec", search}, {"tuning_class", tuning_class}};
-  auto res = c.request(client::HttpMethod::kPost, "/v1/jobs", body.dump(), "application/json");
-  EXPECT_TRUE(res.has_value());
-  return res ? json::parse(res->body, nullptr, false) : json();
 }
 
 // A search run through the cluster queue writes its progress to Redis as its

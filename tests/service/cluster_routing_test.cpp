@@ -4,6 +4,7 @@
 // class no node has waits, says so, and runs when such a node joins.
 
 #include "cluster_node.h"
+#include "cpu_search.h"
 #include "kcached_process.h"
 #include "redis_server.h"
 #include "scrape_metric.h"
@@ -61,43 +62,8 @@ std::unique_ptr<Client> connect(const std::string& url) {
 }
 
 // A small CPU search (three unrolls and the reference): seconds, not minutes.
-json sum_search() {
-  return json{{"backend", "cpp"},
-              {"source", {{"name", "sum.cpp"}, {"text", R"(
-extern "C" void sum(const float* x, float* out, int n) {
-  float acc[UNROLL];
-  for (int j = 0; j < UNROLL; ++j) acc[j] = 0.f;
-  int i = 0;
-  for (; i + UNROLL <= n; i += UNROLL)
-    for (int j = 0; j < UNROLL; ++j) acc[j] += x[i + j];
-  float r = 0.f;
-  for (int j = 0; j < UNROLL; ++j) r += acc[j];
-  for (; i < n; ++i) r += x[i];
-  out[0] = r;
-}
-)"}}},
-              {"name_expressions", {"sum"}},
-              {"options", {"-O2"}},
-              {"target", "x86-64-v2"},
-              {"output", "shared"},
-              {"autotune",
-               {{"params", {{"UNROLL", {1, 2, 4}}}},
-                {"benchmark",
-                 {{"shapes", {{"N", 1 << 16}}},
-                  {"args",
-                   {{{"buffer", "x"}, {"count", "N"}, {"seed", 3}},
-                    {{"buffer", "out"}, {"count", "1"}, {"output", true}},
-                    {{"scalar", "N"}, {"dtype", "i32"}}}},
-                  {"reference", {{"UNROLL", 1}}},
-                  {"tolerance", 1e-3},
-                  {"repeats", 3}}}}}};
-}
-
 json submit(Client& c, const std::string& key, const std::string& tuning_class) {
-  const json body{{"key", key}, {"spec", sum_search()}, {"tuning_class", tuning_class}};
-  auto res = c.request(client::HttpMethod::kPost, "/v1/jobs", body.dump(), "application/json");
-  EXPECT_TRUE(res.has_value());
-  return res ? json::parse(res->body, nullptr, false) : json();
+  return testing::submit_search(c, key, testing::sum_search({1, 2, 4}), tuning_class);
 }
 
 json finished(Client& c, const std::string& id) {
