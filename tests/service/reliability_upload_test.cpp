@@ -33,6 +33,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -160,6 +161,24 @@ std::string read_back(int port, const std::string& digest, std::uint64_t seed,
   return why;
 }
 
+// Runs upload(0), upload(1) and upload(2) at once; each must answer 201.
+// Returns the seconds they took together.
+double three_at_once(const std::function<int(std::uint64_t)>& upload) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int> statuses(3);
+  std::vector<std::thread> uploads;
+  for (std::uint64_t i = 0; i < 3; ++i) {
+    uploads.emplace_back([&, i] { statuses[i] = upload(i); });
+  }
+  for (auto& t : uploads) {
+    t.join();
+  }
+  for (int s : statuses) {
+    EXPECT_EQ(s, 201);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 double hwm_mb(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;
@@ -217,21 +236,8 @@ TEST(ReliabilityUpload, LargeUploadsAreSpooledToDiskAndReadBackByDigest) {
     digests[i] = digest_of(i + 1, mb);
   }
   const double hwm_before = hwm_mb(kcached.pid());
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<int> statuses(3);
-  std::vector<std::thread> uploads;
-  for (std::uint64_t i = 0; i < 3; ++i) {
-    uploads.emplace_back(
-        [&, i] { statuses[i] = upload(kcached.port(), digests[i], i + 1, mb, mb); });
-  }
-  for (auto& t : uploads) {
-    t.join();
-  }
-  const double upload_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (int s : statuses) {
-    EXPECT_EQ(s, 201);
-  }
+  const double upload_s = three_at_once(
+      [&](std::uint64_t i) { return upload(kcached.port(), digests[i], i + 1, mb, mb); });
   const double hwm_after = hwm_mb(kcached.pid());
   EXPECT_LT(hwm_after, bound_mb) << "kcached's peak RSS (VmHWM) " << hwm_before << " -> "
                                  << hwm_after << " MB";
@@ -398,20 +404,8 @@ TEST(ReliabilityUpload, LargeUploadsOfArtifactsAreSpooledAndReadBackByTheClient)
   const double bound_mb = sanitized ? 700.0 : 300.0;
 
   const double hwm_before = hwm_mb(kcached.pid());
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<int> statuses(3);
-  std::vector<std::thread> uploads;
-  for (std::uint64_t i = 0; i < 3; ++i) {
-    uploads.emplace_back([&, i] { statuses[i] = upload_artifact(kcached.port(), i + 11, mb, mb); });
-  }
-  for (auto& t : uploads) {
-    t.join();
-  }
-  const double upload_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (int s : statuses) {
-    EXPECT_EQ(s, 201);
-  }
+  const double upload_s = three_at_once(
+      [&](std::uint64_t i) { return upload_artifact(kcached.port(), i + 11, mb, mb); });
   const double hwm_after = hwm_mb(kcached.pid());
   EXPECT_LT(hwm_after, bound_mb) << "kcached's peak RSS (VmHWM) " << hwm_before << " -> "
                                  << hwm_after << " MB";
