@@ -1,5 +1,6 @@
 // kcached: the kcache daemon. See `kcached --help` and service/config.h.
 
+#include <kcache/protocol/build_info.h>
 #include <kcache/service/config.h>
 #include <kcache/service/service.h>
 #include <kcache/service/signing.h>
@@ -8,8 +9,15 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <string_view>
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--version") {
+      std::puts(kcache::protocol::version_line("kcached").c_str());
+      return 0;
+    }
+  }
   auto config = kcache::service::parse_command_line(argc, argv);
   if (!config) {
     std::fprintf(stderr, "%s\n", config.error().c_str());
