@@ -4,6 +4,8 @@ fixed seed, runs one step, and compares a compiled step with eager.
     resnet50   torchvision ResNet-50 inference, random weights, fp32
     gpt2       GPT-2 small (transformers' config, random weights): forward + backward
     mlp        4-layer bf16 MLP, compiled with mode="max-autotune-no-cudagraphs"
+    resnet18_ro  torchvision ResNet-18 inference, mode="reduce-overhead" (CUDA graphs)
+    gpt2_dyn   GPT-2 small inference, dynamic=True (symbolic shapes)
 """
 
 from __future__ import annotations
@@ -75,7 +77,42 @@ def _mlp(device: str) -> Workload:
     return Workload(model, step, {"mode": "max-autotune-no-cudagraphs"}, 3e-2)
 
 
-MODELS = {"resnet50": _resnet50, "gpt2": _gpt2, "mlp": _mlp}
+def _resnet18_reduce_overhead(device: str) -> Workload:
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).to(device).eval()
+    x = torch.randn(16, 3, 224, 224, device=device)
+
+    def step(m):
+        with torch.no_grad():
+            # A copy: a CUDA graph's output is overwritten by its next replay.
+            return [m(x).clone()]
+
+    return Workload(model, step, {"mode": "reduce-overhead"}, 1e-2)
+
+
+def _gpt2_dynamic(device: str) -> Workload:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config()).to(device).eval()
+    ids = torch.randint(0, model.config.vocab_size, (4, 384), device=device)
+
+    def step(m):
+        with torch.no_grad():
+            return [m(input_ids=ids).logits]
+
+    return Workload(model, step, {"dynamic": True}, 2e-2)
+
+
+MODELS = {
+    "resnet50": _resnet50,
+    "gpt2": _gpt2,
+    "mlp": _mlp,
+    "resnet18_ro": _resnet18_reduce_overhead,
+    "gpt2_dyn": _gpt2_dynamic,
+}
 
 
 def build(name: str, device: str) -> Workload:
