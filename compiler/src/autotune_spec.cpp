@@ -98,7 +98,7 @@ tl::expected<DType, std::string> parse_dtype(const std::string& name) {
   if (name == "i64") {
     return DType::kI64;
   }
-  return fail("unknown dtype '" + name + "' (f32, f64, i32, i64)");
+  return fail("unknown dtype '" + name + "' (valid: f32, f64, i32, i64)");
 }
 
 tl::expected<BenchmarkSpec, std::string> parse_benchmark(const json& doc) {
@@ -201,6 +201,16 @@ tl::expected<AutotuneSearch, std::string> parse_autotune(std::string_view json_t
   try {
     AutotuneSearch s;
     s.json = protocol::json_text(doc);
+    // The two members without a default, named with their shape when absent.
+    if (!doc.contains("params") || !doc["params"].is_object()) {
+      return fail(R"('params' must be an object: {"NAME": [values] | {"range": [lo, hi, step]} )"
+                  R"(| {"pow2": [lo, hi]}})");
+    }
+    if (!doc.contains("benchmark") || !doc["benchmark"].is_object() ||
+        !doc["benchmark"].contains("args") || !doc["benchmark"]["args"].is_array()) {
+      return fail(R"('benchmark' must be an object with an "args" list )"
+                  R"(([{"buffer": ...} | {"scalar": ...}]))");
+    }
     std::size_t space = 1;
     for (const auto& [name, values] : doc.at("params").items()) {
       auto v = param_values(name, values);
@@ -241,7 +251,7 @@ tl::expected<AutotuneSearch, std::string> parse_autotune(std::string_view json_t
       s.strategy.kind = Strategy::Kind::kHalving;
       s.strategy.eta = std::clamp(protocol::json_integer(strategy, "eta", 2), 2, 16);
     } else {
-      return fail("unknown strategy '" + kind + "' (exhaustive, random, halving)");
+      return fail("unknown strategy '" + kind + "' (valid: exhaustive, random, halving)");
     }
     const json budget = doc.value("budget", json::object());
     s.budget.max_variants =

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <optional>
 
@@ -23,6 +24,57 @@ constexpr std::array<std::pair<OutputKind, std::string_view>, 4> kOutputs = {
      {OutputKind::kPtx, "ptx"},
      {OutputKind::kObject, "object"},
      {OutputKind::kSharedObject, "shared"}}};
+// For messages: the valid values, in the tables' order.
+constexpr const char* kBackendNames = "cuda, ptx, llvm-ir, cpp";
+constexpr const char* kOutputNames = "cubin, ptx, object, shared";
+
+// A member of the wrong type or a missing one is named with what it should
+// be, rather than in nlohmann's words ("type must be string, but is number").
+bool all_of_type(const json& list, json::value_t type) {
+  return list.is_array() &&
+         std::all_of(list.begin(), list.end(), [&](const json& v) { return v.type() == type; });
+}
+
+bool is_file(const json& f) {
+  return f.is_object() && f.contains("name") && f["name"].is_string() && f.contains("text") &&
+         f["text"].is_string();
+}
+
+std::optional<std::string> shape_error(const json& doc) {
+  auto wrong = [](std::string_view field, std::string_view should) {
+    return "compile spec: '" + std::string(field) + "' must be " + std::string(should);
+  };
+  if (!doc.contains("backend")) {
+    return "compile spec: 'backend' is missing (valid: " + std::string(kBackendNames) + ")";
+  }
+  if (!doc["backend"].is_string()) {
+    return wrong("backend", "a string (valid: " + std::string(kBackendNames) + ")");
+  }
+  if (!doc.contains("source")) {
+    return std::string(
+        R"(compile spec: 'source' is missing ({"name": "kernel.cu", "text": "..."}))");
+  }
+  if (!is_file(doc["source"])) {
+    return wrong("source", R"({"name": "kernel.cu", "text": "..."} (two strings))");
+  }
+  if (doc.contains("headers") &&
+      !(doc["headers"].is_array() && std::all_of(doc["headers"].begin(), doc["headers"].end(),
+                                                 [](const json& h) { return is_file(h); }))) {
+    return wrong("headers", R"(a list of {"name": "h.h", "text": "..."})");
+  }
+  for (const char* field : {"name_expressions", "options"}) {
+    if (doc.contains(field) && !all_of_type(doc[field], json::value_t::string)) {
+      return wrong(field, "a list of strings");
+    }
+  }
+  if (doc.contains("target") && !doc["target"].is_string()) {
+    return wrong("target", R"(a string ("sm_90a", "compute_90", "x86-64-v3", "znver4", ""))");
+  }
+  if (doc.contains("output") && !doc["output"].is_string()) {
+    return wrong("output", "a string (valid: " + std::string(kOutputNames) + ")");
+  }
+  return std::nullopt;
+}
 } // namespace
 
 std::string_view backend_name(Backend backend) {
@@ -40,7 +92,8 @@ tl::expected<Backend, std::string> parse_backend(std::string_view name) {
       return b;
     }
   }
-  return tl::unexpected("unknown backend '" + std::string(name) + "' (cuda, ptx, llvm-ir, cpp)");
+  return tl::unexpected("unknown backend '" + std::string(name) + "' (valid: " + kBackendNames +
+                        ")");
 }
 
 std::string_view output_name(OutputKind kind) {
@@ -58,7 +111,7 @@ tl::expected<OutputKind, std::string> parse_output(std::string_view name) {
       return k;
     }
   }
-  return tl::unexpected("unknown output '" + std::string(name) + "' (cubin, ptx, object, shared)");
+  return tl::unexpected("unknown output '" + std::string(name) + "' (valid: " + kOutputNames + ")");
 }
 
 std::string spec_to_json(const CompileSpec& spec) {
@@ -80,6 +133,9 @@ tl::expected<CompileSpec, std::string> spec_from_json(std::string_view text) {
   const json doc = protocol::parse_json_or_discarded(text);
   if (doc.is_discarded() || !doc.is_object()) {
     return tl::unexpected(std::string("compile spec is not a JSON object"));
+  }
+  if (auto error = shape_error(doc)) {
+    return tl::unexpected(std::move(*error));
   }
   try {
     CompileSpec spec;

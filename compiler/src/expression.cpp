@@ -175,7 +175,7 @@ private:
       return make(Node::Kind::kName, std::move(name), {});
     }
     if (name != "min" && name != "max" && name != "ceil_div") {
-      return fail("unknown function '" + name + "' (min, max, ceil_div)");
+      return fail("unknown function '" + name + "' (valid: min, max, ceil_div)");
     }
     std::vector<NodePtr> args;
     do {

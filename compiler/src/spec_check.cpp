@@ -42,8 +42,8 @@ check_listed(std::string_view backend, const std::vector<std::string>& options,
                     });
     if (!ok) {
       return tl::unexpected("option '" + opt + "' is not supported by the " + std::string(backend) +
-                            " backend (supported: " + join(exact, " ") + " " +
-                            join(prefixes, "... ") + "...)");
+                            " backend (valid: " + join(exact, " ") + " " + join(prefixes, "... ") +
+                            "...)");
     }
   }
   return options;
