@@ -7,6 +7,7 @@ import json
 import os
 from typing import Optional, Sequence
 
+from ._failopen import FailOpenLog
 from ._native import Buffer, KcacheError, Options, OptionsExt, Status, last_error, load_library, take
 
 
@@ -65,6 +66,7 @@ class Client:
         client_key: Optional[str] = None,
         verify_signatures: Optional[bool] = None,
         trusted_keys=None,
+        log_fail_open: bool = True,
     ):
         """url: http://, https:// or unix://. For https://, ca_file is the CA
         bundle that signs kcached's certificate (None: $KCACHE_CA_FILE, else
@@ -81,8 +83,13 @@ class Client:
         self.errors = 0
         self.last_error = ""
         self.last_status = Status.OK  # of the last failed call
+        # Failing open logs through logging (logger "kcache"): one WARNING when
+        # kcached stops answering, one when it answers again (_failopen.py).
+        # kcache.torch's session logs its own, so it passes False.
+        url = url or os.environ.get("KCACHE_URL") or "http://127.0.0.1:7070"
+        self._events = FailOpenLog(url) if fail_open and log_fail_open else None
         opts = Options(
-            (url or os.environ.get("KCACHE_URL") or "http://127.0.0.1:7070").encode(),
+            url.encode(),
             token.encode() if token else None,
             int(timeout_ms),
             int(retries),
@@ -121,6 +128,13 @@ class Client:
         self.last_error = last_error(self._lib)
         if not self.fail_open or status == Status.ERR_INVALID:
             raise KcacheError(status, self.last_error)
+        if self._events is not None:
+            self._events.observe(True, self.last_error)
+
+    def _answered(self) -> None:
+        # Cheap when nothing failed: the lock is taken only to log the recovery.
+        if self._events is not None and self._events.failing:
+            self._events.observe(False)
 
     @staticmethod
     def _key(key: str) -> bytes:
@@ -137,9 +151,12 @@ class Client:
         else:
             status = self._lib.kcache_get(self._handle, self._key(key), ctypes.byref(buf))
         if status == Status.OK:
+            self._answered()
             return take(self._lib, buf)
         if status != Status.MISS:
             self._failed(status)
+        else:
+            self._answered()
         return None
 
     def put(
@@ -161,6 +178,7 @@ class Client:
         if status != Status.OK:
             self._failed(status)
             return False
+        self._answered()
         return True
 
     def get_entry(self, key: str, wait_s: float = 0) -> Optional[tuple[bytes, dict]]:
@@ -180,6 +198,8 @@ class Client:
         status = self._lib.kcache_exists(self._handle, self._key(key))
         if status not in (Status.OK, Status.MISS):
             self._failed(status)
+        else:
+            self._answered()
         return status == Status.OK
 
     def batch_get(self, keys: Sequence[str]) -> list[Optional[bytes]]:

@@ -117,6 +117,7 @@ class Session:
             retries=1,
             verify_signatures=settings.verify_signatures,
             trusted_keys=settings.trusted_keys,
+            log_fail_open=False,  # self.events below logs this session's
         )
         if settings.verify_signatures and not self.client.verification_stats().get("enabled"):
             raise KcacheError(2, "verify_signatures is set but libkcache does not verify")
