@@ -30,7 +30,7 @@ from typing import Callable, Optional
 
 from ._session import Session, Settings, share_with_env
 
-__all__ = ["enable", "disable", "stats", "save_bundle", "report_step", "Settings"]
+__all__ = ["enable", "disable", "stats", "save_bundle", "report_step", "compile", "Settings"]
 
 _TRITON_BACKEND = "kcache.torch.triton_backend:KcacheTritonBackend"
 _TRITON_MANAGER = "kcache.torch.triton_backend:KcacheCacheManager"
@@ -144,6 +144,37 @@ def report_step(seconds: float, eager: bool = False) -> None:
     report = getattr(_session, "report", None)
     if report is not None:
         report.step(seconds, eager)
+
+
+def compile(
+    model,
+    *,
+    async_compile: bool = False,
+    factory: Optional[Callable] = None,
+    async_timeout_s: float = 3600.0,
+    **torch_compile_kwargs,
+):
+    """torch.compile(model, **torch_compile_kwargs) with kcache enabled (from
+    the environment unless enable() was called). async_compile=True: the
+    module runs eager while a separate process compiles it into kcache, then
+    switches to a warm load between two steps (see _async_compile); factory
+    is a picklable callable (importable by name) that builds the module in
+    that process; a compile longer than async_timeout_s is given up."""
+    if _session is None:
+        from ._from_env import enable_from_env
+
+        enable_from_env()
+    if not async_compile:
+        import torch
+
+        return torch.compile(model, **torch_compile_kwargs)
+    from ._async_compile import AsyncCompiled
+
+    return AsyncCompiled(model, torch_compile_kwargs, factory=factory, timeout_s=async_timeout_s)
+
+
+def _session_or_none() -> Optional[Session]:
+    return _session
 
 
 def _start_report(session: Session) -> Callable[[], None]:

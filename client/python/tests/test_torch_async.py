@@ -1,0 +1,147 @@
+"""kcache.torch.compile(async_compile=True) against a real kcached, on the CPU:
+the first steps run eager while a separate process compiles the module into
+kcache, later steps run compiled from the cache with the optimizer's
+parameters unchanged; a failing background compile leaves the job eager with
+one warning; two ranks share one background compile through a lease.
+
+The trainer is this process (torch and Inductor are imported once for all
+tests); the background compile and the second rank are processes of their own."""
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from torch_support import require_torch
+
+require_torch()
+
+import torch  # noqa: E402
+from torch._dynamo.utils import counters  # noqa: E402
+
+import kcache.torch  # noqa: E402
+import torch_async_models  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
+# One compile thread (no worker pool to start on a 2-core CI machine), and the
+# background compile at the trainer's priority.
+# One thread per process: OpenMP's spinning threads would take the cores the
+# other process compiles on.
+QUICK = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "KCACHE_TORCH_ASYNC_NICE": "0", "OMP_NUM_THREADS": "1"}
+
+
+@pytest.fixture
+def kcache_on(daemon, tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    for name, value in QUICK.items():
+        monkeypatch.setenv(name, value)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    torch._dynamo.reset()
+    counters.clear()
+    kcache.torch.enable(url=daemon.url, namespace="ci", timeout_ms=2000, report=False, prefetch=False)
+    with torch._inductor.config.patch(compile_threads=1):  # the child gets it with the configs
+        yield daemon
+    kcache.torch.disable()
+    torch._dynamo.reset()
+    torch.set_num_threads(threads)
+
+
+def steps_until_switched(wrapped, model, build, train: bool, after: int = 3, limit_s: float = 120) -> dict:
+    """Trains (or infers with) `wrapped` beside an eager twin built the same
+    way until `after` steps past the switch, or the job failed for 5 steps."""
+    reference = build()
+    opts = [torch.optim.SGD(m.parameters(), lr=0.05) for m in (model, reference)]
+    torch.manual_seed(1)
+    states, match = [], True
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        x = torch.randn(16, 32)
+        if train:
+            for m, opt in zip((wrapped, reference), opts):
+                opt.zero_grad()
+                m(x).square().mean().backward()
+                opt.step()
+            match &= all(torch.allclose(p, q, atol=1e-4) for p, q in zip(model.parameters(), reference.parameters()))
+        else:
+            with torch.no_grad():
+                match &= torch.allclose(wrapped(x), reference(x), atol=1e-5)
+        states.append(wrapped.state)
+        if wrapped.state == "compiled" and len(states) - wrapped.switched_at_call >= after:
+            break
+        if states.count("failed") >= 5:
+            break
+        time.sleep(0.05)
+    same = all(a is b for a, b in zip(opts[0].param_groups[0]["params"], model.parameters()))
+    return {"states": states, "match": bool(match), "same_params": same}
+
+
+def test_first_steps_eager_later_steps_compiled_and_training_goes_on(kcache_on, caplog):
+    model = torch_async_models.mlp()
+    wrapped = kcache.torch.compile(model, async_compile=True, dynamic=False)
+    with caplog.at_level(logging.WARNING, logger="kcache"):
+        run = steps_until_switched(wrapped, model, torch_async_models.mlp, train=True)
+    states = run["states"]
+    print(f"background compile {wrapped.child_seconds:.1f} s, switch step {wrapped.switch_seconds:.1f} s")
+    assert states[0] == "compiling" and states[-1] == "compiled", states
+    assert wrapped.switched_at_call >= 2  # the first step ran eager
+    assert run["match"] and run["same_params"]  # compiled steps train the optimizer's parameters as eager does
+    assert wrapped.compiled_by == "self" and wrapped.failure is None
+    assert not [r for r in caplog.records if r.name == "kcache"]
+    assert counters["frames"]["ok"] >= 1  # Dynamo compiled this process's own module
+    assert wrapped.warm_load_misses == 0  # the warm load hit: everything it needed was in the cache
+    assert counters["aot_autograd"]["autograd_cache_hit"] == 1  # forward and backward, as the child compiled them
+
+
+def test_a_failing_background_compile_leaves_the_job_eager_with_one_warning(kcache_on, caplog):
+    model = torch_async_models.mlp()
+    wrapped = kcache.torch.compile(model, async_compile=True, factory=torch_async_models.broken)
+    with caplog.at_level(logging.WARNING, logger="kcache"):
+        run = steps_until_switched(wrapped, model, torch_async_models.mlp, train=True)
+    states = run["states"]
+    assert states[-1] == "failed" and "compiled" not in states and states.count("failed") >= 5, states
+    assert run["match"] and counters["frames"]["ok"] == 0
+    assert "exited with 1" in wrapped.failure and "cannot build the model" in wrapped.failure, wrapped.failure
+    warnings = [r.getMessage() for r in caplog.records if "async compile" in r.getMessage()]
+    assert len(warnings) == 1 and wrapped.failure in warnings[0], warnings
+
+
+def other_rank(url: str, tmp_path: Path) -> subprocess.Popen:
+    env = dict(os.environ)
+    env.update(QUICK)
+    env.update(
+        RANK="1",
+        TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "rank1" / "inductor"),  # another node: nothing local
+        TRITON_CACHE_DIR=str(tmp_path / "rank1" / "triton"),
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "client" / "python"), str(HERE), env.get("PYTHONPATH")])),
+    )
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "torch_async_child.py"), "infer", url, "linear"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_two_ranks_share_one_background_compile(kcache_on, tmp_path):
+    model = torch_async_models.linear()
+    wrapped = kcache.torch.compile(model, async_compile=True, mode="default")
+    with torch.no_grad():
+        wrapped(torch.randn(16, 32))  # rank 0 asks first: its child compiles
+    peer = other_rank(kcache_on.url, tmp_path)
+    run = steps_until_switched(wrapped, model, torch_async_models.linear, train=False)
+    out, err = peer.communicate(timeout=240)
+    assert peer.returncode == 0, err[-4000:]
+    other = json.loads(out.strip().splitlines()[-1])
+
+    assert wrapped.compiled_by == "self" and run["states"][-1] == "compiled" and run["match"]
+    assert other["compiled_by"] == "peer", other  # it started no compile of its own
+    assert other["states"][-1] == "compiled" and other["match"] and other["warm_load_misses"] == 0, other
+    assert other["kcache"].get("fx-graph.hits", 0) >= 1  # its cache dir is empty: the hit came from kcache
