@@ -145,3 +145,63 @@ def test_two_ranks_share_one_background_compile(kcache_on, tmp_path):
     assert other["compiled_by"] == "peer", other  # it started no compile of its own
     assert other["states"][-1] == "compiled" and other["match"] and other["warm_load_misses"] == 0, other
     assert other["kcache"].get("fx-graph.hits", 0) >= 1  # its cache dir is empty: the hit came from kcache
+
+
+# A trainer whose model class lives in its own script: the background compile
+# finds it as multiprocessing's spawn does (the script run as __mp_main__,
+# its __main__ part not run). backend="eager": Dynamo only, no Inductor.
+SCRIPT = """
+import json, sys, time
+import torch
+import kcache.torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 4)
+        self.register_buffer("index", torch.tensor([3, 1]))
+
+    def forward(self, x):
+        return self.fc(x)[:, self.index]
+
+
+if __name__ == "__main__":
+    kcache.torch.enable(url=sys.argv[1], namespace="ci", timeout_ms=2000, report=False, prefetch=False)
+    model = Net()
+    wrapped = kcache.torch.compile(model, async_compile=True, backend="eager")
+    deadline = time.monotonic() + 60
+    while wrapped.state in ("eager", "compiling") and time.monotonic() < deadline:
+        x = torch.randn(2, 8)
+        assert torch.equal(wrapped(x), model(x))
+        time.sleep(0.05)
+    print(json.dumps({"state": wrapped.state, "failure": wrapped.failure, "calls": wrapped.calls}))
+"""
+
+
+def test_a_model_class_of_the_trainers_own_script_compiles_in_the_background(daemon, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    env = dict(os.environ)
+    env.update(QUICK)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "client" / "python"), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, str(script), daemon.url], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["state"] == "compiled" and result["calls"] >= 2, result
+
+
+def test_the_childs_copy_has_meta_parameters_shared_as_the_trainers_and_real_buffers():
+    from kcache.torch import _async_compile
+
+    model = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 10, bias=False))
+    model[1].weight = model[0].weight  # tied, as GPT-2's embedding and head
+    model.register_buffer("positions", torch.arange(5))
+    copy = _async_compile._skeleton(model)
+    assert all(p.is_meta for p in copy.parameters()) and copy[1].weight is copy[0].weight
+    assert torch.equal(copy.positions, model.positions) and not model[0].weight.is_meta
+    _async_compile._materialize(copy, "cpu")
+    assert copy[1].weight is copy[0].weight and not copy[0].weight.is_meta
+    assert _async_compile._tensor_signature(copy) == _async_compile._tensor_signature(model)

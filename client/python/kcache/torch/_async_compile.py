@@ -90,6 +90,7 @@ class AsyncCompiled:
         self._spec: Optional[dict] = None
         self._next_poll = 0.0
         self._ready = False
+        self._holding = False  # this process holds the compile's lease
 
     def __getattr__(self, name: str):
         # Only reached for names the wrapper lacks: the module's own.
@@ -168,6 +169,7 @@ class AsyncCompiled:
             self.compiled_by = self.compiled_by or "peer"
             self._ready = True
         elif state == LeaseKeeper.GRANTED:
+            self._holding = session is not None
             self._spawn()
         # HELD: another rank's child compiles; ask again at a later step.
 
@@ -182,7 +184,8 @@ class AsyncCompiled:
                 job["module"] = _skeleton(self.module)
             # The trainer's import path first, in a file of its own: unpickling
             # the factory or the module's classes needs it.
-            (Path(self._workdir.name) / "sys_path.json").write_text(json.dumps(job.pop("sys_path")))
+            where = {"sys_path": job.pop("sys_path"), "main": getattr(sys.modules["__main__"], "__file__", None)}
+            (Path(self._workdir.name) / "where.json").write_text(json.dumps(where))
             torch.save(job, spec_path, pickle_protocol=pickle.HIGHEST_PROTOCOL)
             log = open(Path(self._workdir.name) / "child.log", "wb")
             with log:
@@ -197,7 +200,9 @@ class AsyncCompiled:
             self.compiled_by = "self"
             atexit.register(_close_at_exit, weakref.ref(self))
         except Exception as e:  # noqa: BLE001  (fail open)
-            hint = "" if self.factory is not None else "; pass factory= to build the module in the child"
+            hint = "; the compile kwargs must pickle"
+            if self.factory is None:
+                hint += ", and the module, or pass factory="
             self._fail(f"could not start the background compile ({type(e).__name__}: {e}{hint})")
 
     def _poll_child(self) -> None:
@@ -220,6 +225,7 @@ class AsyncCompiled:
             marker = json.dumps({"seconds": round(elapsed, 3), "by": _who_compiled()}).encode()
             stored = session.put(self._lease_key, marker, {"torch_cache": "async-compile"}, _PRODUCER)
             session.done(self._lease_key, stored)
+        self._holding = False
         self._child = None
         self._cleanup()
         self._ready = True
@@ -285,12 +291,13 @@ class AsyncCompiled:
 
         self.state = "failed"
         self.failure = why
-        if self._lease_key is not None:
+        if self._holding:
             from . import _session_or_none
 
             session = _session_or_none()
-            if session is not None and self._child is not None:
+            if session is not None:
                 session.done(self._lease_key, False)  # let another rank try
+            self._holding = False
         self._child = None
         self._cleanup()
         logger.warning("%s: async compile: %s; the job goes on eager", _who(), why)
@@ -415,10 +422,25 @@ def _child_env() -> dict:
 
 
 def _child_main(spec_path: str) -> int:
-    for entry in reversed(json.loads((Path(spec_path).parent / "sys_path.json").read_text())):
+    where = json.loads((Path(spec_path).parent / "where.json").read_text())
+    for entry in reversed(where["sys_path"]):
         if entry not in sys.path:
             sys.path.insert(0, entry)
-    job = torch.load(spec_path, weights_only=False)
+    try:
+        job = torch.load(spec_path, weights_only=False)
+    except AttributeError:
+        # A class or factory of the trainer's script (pickled as __main__.X):
+        # run the script as multiprocessing's spawn does, under another name,
+        # so its `if __name__ == "__main__":` part does not run here.
+        if not where["main"]:
+            raise
+        import runpy
+        import types
+
+        main = types.ModuleType("__mp_main__")
+        main.__dict__.update(runpy.run_path(where["main"], run_name="__mp_main__"))
+        sys.modules["__main__"] = sys.modules["__mp_main__"] = main
+        job = torch.load(spec_path, weights_only=False)
     try:
         os.nice(int(os.environ.get("KCACHE_TORCH_ASYNC_NICE", "5")))  # the trainer's steps first
     except OSError:
