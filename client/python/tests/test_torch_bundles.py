@@ -135,3 +135,47 @@ def test_a_bundle_pytorch_refuses_is_logged_once_and_skipped(daemon, monkeypatch
         bundles.close()
     finally:
         session.close()
+
+
+# A model whose class is defined inside a function: PyTorch 2.11 cannot save
+# its guards into a precompile package (serialize_guards raises a TypeError out
+# of Dynamo, and a PackageError ends in an assertion), so under
+# caching_precompile the compile itself failed. With bundles on, such a frame
+# compiles without precompile and the trainer goes on.
+LOCAL_CLASS_CHILD = """
+import json, sys
+import torch
+import kcache.torch
+
+kcache.torch.enable(url=sys.argv[1], namespace="ci", timeout_ms=2000)
+
+def make():
+    class Scale:
+        factor = 2.0
+
+    class Local(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(8, 8)
+            self.scale = Scale()
+
+        def forward(self, x):
+            return self.linear(x) * self.scale.factor
+
+    return Local()
+
+torch.manual_seed(0)
+model = make()
+x = torch.randn(4, 8)
+got = torch.compile(model, backend="eager")(x)
+print(json.dumps({"match": bool(torch.allclose(got, model(x))), "kcache": kcache.torch.stats()}))
+"""
+
+
+def test_a_frame_whose_guards_cannot_be_saved_compiles_without_precompile(daemon, tmp_path):
+    script = tmp_path / "local_class.py"
+    script.write_text(LOCAL_CLASS_CHILD)
+    result = run_child(script, tmp_path, "local-class", daemon.url, 0)
+    assert result["match"]
+    # Nothing PyTorch could package: no bundle is saved for this run.
+    assert result["kcache"].get("bundle_puts", 0) == 0

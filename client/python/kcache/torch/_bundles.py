@@ -448,22 +448,30 @@ def _tolerate_unpackageable_frames(bundles: Bundles) -> Callable[[], None]:
 
 
 def _tolerate_unsaveable_guards() -> Callable[[], None]:
-    """When PyTorch 2.11 cannot serialize a frame's guards it bypasses the
-    frame's package entry (output_graph.bypass_package) and then asserts
-    guards_state is not None (convert_frame._compile_inner): the compile fails
-    (seen with GPT-2 on an H100). A bypassed entry ignores its guards
-    (add_guarded_code returns early), so empty ones let the frame compile
-    without precompile, as PyTorch meant."""
+    """A frame whose guards PyTorch 2.11 cannot serialize fails the compile
+    under caching_precompile: a PackageError makes it bypass the frame's
+    package entry and then assert guards_state is not None
+    (convert_frame._compile_inner; GPT-2 on an H100), and an object of a class
+    defined in local scope (a model class made inside a function) raises a
+    TypeError out of serialize_guards. Either way the frame can compile without
+    precompile, as PyTorch means for a bypassed entry: its package entry is
+    bypassed (add_guarded_code returns early for it, so the empty guards are
+    never stored) and Dynamo goes on."""
     from torch._dynamo import guards
 
     cls = guards.CheckFunctionManager
-    original = cls.__init__
+    original = cls.serialize_guards
 
     @functools.wraps(original)
-    def init(self, *args, **kwargs) -> None:
-        original(self, *args, **kwargs)
-        if self.guards_state is None and getattr(getattr(self, "output_graph", None), "package", 1) is None:
-            self.guards_state = b""
+    def serialize_guards(self, builder, sorted_guards, output_graph) -> bytes:
+        try:
+            return original(self, builder, sorted_guards, output_graph)
+        except Exception as e:  # noqa: BLE001 - any failure to save guards
+            try:
+                output_graph.bypass_package(f"kcache: guards cannot be saved: {e}")
+            except Exception:  # noqa: BLE001 - cannot bypass (strict_precompile): PyTorch's own error
+                raise e from None
+            return b""
 
-    cls.__init__ = init
-    return lambda: setattr(cls, "__init__", original)
+    cls.serialize_guards = serialize_guards
+    return lambda: setattr(cls, "serialize_guards", original)
