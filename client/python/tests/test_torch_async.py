@@ -46,7 +46,9 @@ def kcache_on(daemon, tmp_path, monkeypatch):
     torch._dynamo.reset()
     counters.clear()
     kcache.torch.enable(url=daemon.url, namespace="ci", timeout_ms=2000, report=False, prefetch=False)
-    with torch._inductor.config.patch(compile_threads=1):  # the child gets it with the configs
+    # The child gets these with the configs. No vector ISA probe (it compiles
+    # and runs a test program per ISA): scalar C++ kernels compile sooner.
+    with torch._inductor.config.patch({"compile_threads": 1, "cpp.vec_isa_ok": False}):
         yield daemon
     kcache.torch.disable()
     torch._dynamo.reset()

@@ -154,6 +154,8 @@ class AsyncCompiled:
         )
 
     def _poll(self, first: bool = False) -> None:
+        if self._ready:  # the entries are in: the next call switches
+            return
         if self._child is not None:
             self._poll_child()
             return
