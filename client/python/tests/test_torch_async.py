@@ -32,7 +32,15 @@ REPO = HERE.parents[2]
 # background compile at the trainer's priority.
 # One thread per process: OpenMP's spinning threads would take the cores the
 # other process compiles on.
-QUICK = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "KCACHE_TORCH_ASYNC_NICE": "0", "OMP_NUM_THREADS": "1"}
+# No vector-ISA probe (it compiles and runs a test program per ISA): scalar
+# C++ kernels compile sooner. Every rank's Inductor config is the same: it is
+# part of the background compile's key.
+QUICK = {
+    "TORCHINDUCTOR_COMPILE_THREADS": "1",
+    "TORCHINDUCTOR_VEC_ISA_OK": "0",
+    "KCACHE_TORCH_ASYNC_NICE": "0",
+    "OMP_NUM_THREADS": "1",
+}
 
 
 @pytest.fixture
@@ -46,8 +54,8 @@ def kcache_on(daemon, tmp_path, monkeypatch):
     torch._dynamo.reset()
     counters.clear()
     kcache.torch.enable(url=daemon.url, namespace="ci", timeout_ms=2000, report=False, prefetch=False)
-    # The child gets these with the configs. No vector ISA probe (it compiles
-    # and runs a test program per ISA): scalar C++ kernels compile sooner.
+    # As QUICK's variables set them in a fresh process (Inductor read its
+    # environment at import); the child gets them with the configs.
     with torch._inductor.config.patch({"compile_threads": 1, "cpp.vec_isa_ok": False}):
         yield daemon
     kcache.torch.disable()
