@@ -48,7 +48,8 @@ struct Measurement {
   double p50_us = 0;
   double p99_us = 0;
   std::uint64_t failures = 0;
-  double cpu_us_per_request = 0; // this process (the clients) + the server; 0: not measured
+  double cpu_us_per_request = 0;        // this process (the clients) + the server; 0: not measured
+  double server_cpu_us_per_request = 0; // the server alone
 };
 
 // CPU time (user + system) a process has used, from /proc/PID/stat.
@@ -109,7 +110,8 @@ Measurement run(int clients, double seconds,
       }
     });
   }
-  const double cpu_before = self_cpu_us() + (server > 0 ? process_cpu_us(server) : 0);
+  const double server_before = server > 0 ? process_cpu_us(server) : 0;
+  const double cpu_before = self_cpu_us() + server_before;
   const auto start = Clock::now();
   go = true;
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
@@ -118,7 +120,8 @@ Measurement run(int clients, double seconds,
     th.join();
   }
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  const double cpu_used = self_cpu_us() + (server > 0 ? process_cpu_us(server) : 0) - cpu_before;
+  const double server_used = server > 0 ? process_cpu_us(server) - server_before : 0;
+  const double cpu_used = self_cpu_us() + server_before + server_used - cpu_before;
   std::vector<double> all;
   for (auto& l : latencies) {
     all.insert(all.end(), l.begin(), l.end());
@@ -131,6 +134,7 @@ Measurement run(int clients, double seconds,
     m.p99_us = all[static_cast<std::size_t>(static_cast<double>(all.size() - 1) * 0.99)];
     if (server > 0) {
       m.cpu_us_per_request = cpu_used / static_cast<double>(all.size());
+      m.server_cpu_us_per_request = server_used / static_cast<double>(all.size());
     }
   }
   m.failures = failures;
@@ -282,6 +286,14 @@ int tls_mode(double seconds, const std::vector<int>& client_counts,
                   kcache::protocol::format_size(size).c_str(), clients, plain_cpu,
                   r.measured.cpu_us_per_request, cipher_us,
                   plain_cpu > 0 ? plain_cpu / (plain_cpu + cipher_us) : 0.0);
+      // Trainers run on other hosts: the daemon's own CPU per request bounds
+      // how many requests/s one node serves once clients are off its cores.
+      const double server_plain = r.anchor.server_cpu_us_per_request;
+      const double server_tls = r.measured.server_cpu_us_per_request;
+      std::printf("%-8s %7d  server cpu us/req: plain %.1f, tls %.1f; server capacity tls/plain "
+                  "%.2fx\n",
+                  kcache::protocol::format_size(size).c_str(), clients, server_plain, server_tls,
+                  server_tls > 0 ? server_plain / server_tls : 0.0);
     }
   }
   std::printf("\nreq/s x = kcached over TLS req/s / kcached plain req/s (higher is better);\n"
@@ -290,7 +302,9 @@ int tls_mode(double seconds, const std::vector<int>& client_counts,
               "cpu us/req = (the clients' + the server's CPU time) / requests. With the cores "
               "saturated,\nthroughput follows it, so plain / (plain + AES-GCM on both ends) "
               "bounds tls/plain\nfor any TLS stack that does the cipher in software (kTLS "
-              "included).\n");
+              "included).\nserver capacity = the server's plain CPU per request / its TLS CPU "
+              "per request:\nthe TLS/plain throughput of one kcached whose clients are on other "
+              "hosts.\n");
   return 0;
 }
 
