@@ -124,7 +124,7 @@ TEST(SpecErrors, MissingOrMistypedFieldsAreNamed) {
             std::string::npos);
 }
 
-std::string search_error(nlohmann::json search) {
+std::string search_error(const nlohmann::json& search) {
   auto parsed = parse_autotune(search.dump());
   return parsed ? std::string("(parsed)") : parsed.error();
 }
