@@ -2,6 +2,7 @@
 #include <kcache/protocol/json_text.h>
 #include <kcache/protocol/wire.h>
 #include <kcache/storage/artifact_store.h>
+#include <kcache/storage/decoded_records.h>
 #include <kcache/storage/record_signer.h>
 
 #include <nlohmann/json.hpp>
@@ -157,6 +158,9 @@ Result<ActionRecord> ArtifactStore::put(ActionRecord record, std::vector<Artifac
   return put_record(std::move(record));
 }
 
+ArtifactStore::ArtifactStore(Store& store, const RecordSigner* signer)
+    : store_(store), signer_(signer), decoded_(std::make_shared<DecodedRecords>()) {}
+
 Result<ActionRecord> ArtifactStore::put_record(ActionRecord record) {
   if (record.created_ms == 0) {
     record.created_ms = unix_now_ms();
@@ -181,7 +185,7 @@ Result<std::optional<Artifact>> ArtifactStore::load_record(std::string_view key)
   if (!raw->has_value()) {
     return std::optional<Artifact>{};
   }
-  auto record = record_from_json(**raw);
+  auto record = decoded_->decode(**raw);
   if (!record || record->key != key) {
     spdlog::warn("action cache: unusable record for {} deleted: {}", key,
                  record ? "stored under another key" : record.error().message);

@@ -14,6 +14,7 @@
 #include <kcache/storage/store.h>
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,13 +63,13 @@ std::string record_to_json(const ActionRecord& record);
 Result<ActionRecord> record_from_json(std::string_view text);
 
 class RecordSigner;
+class DecodedRecords;
 
 class ArtifactStore {
 public:
   // With a signer, every record stored is signed (record.ns and
   // record.signature are the signer's); without one, stored unsigned.
-  explicit ArtifactStore(Store& store, const RecordSigner* signer = nullptr)
-      : store_(store), signer_(signer) {}
+  explicit ArtifactStore(Store& store, const RecordSigner* signer = nullptr);
 
   Result<ActionRecord> put(const cachekey::KeyManifest& manifest, std::vector<ArtifactFile> files,
                            std::string producer, std::map<std::string, std::string> metadata = {},
@@ -101,6 +102,9 @@ private:
 
   Store& store_;
   const RecordSigner* signer_;
+  // Records decoded before, by their exact bytes (decoded_records.h): a hit
+  // parses no JSON. Shared by copies of this store; the decode is pure.
+  std::shared_ptr<DecodedRecords> decoded_;
 };
 
 } // namespace kcache::storage
