@@ -1,6 +1,5 @@
 // kcached: the kcache daemon. See `kcached --help` and service/config.h.
 
-#include <kcache/protocol/build_info.h>
 #include <kcache/service/config.h>
 #include <kcache/service/service.h>
 #include <kcache/service/signing.h>
@@ -9,19 +8,13 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <string_view>
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::string_view(argv[i]) == "--version") {
-      std::puts(kcache::protocol::version_line("kcached").c_str());
-      return 0;
-    }
-  }
   auto config = kcache::service::parse_command_line(argc, argv);
   if (!config) {
-    std::fprintf(stderr, "%s\n", config.error().c_str());
-    return 2;
+    // --help and --version: stdout, 0; a bad command line: stderr, 2.
+    std::fprintf(config.error().code == 0 ? stdout : stderr, "%s\n", config.error().text.c_str());
+    return config.error().code;
   }
   spdlog::set_level(spdlog::level::from_str(config->log_level));
   if (config->signing.print_public_key) {

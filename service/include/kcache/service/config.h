@@ -1,79 +1,16 @@
 #pragma once
-// kcached's configuration: a TOML file, then command-line flags on top.
-//
-//   listen          = "127.0.0.1:7070"      # TCP; "" disables
-//   unix_socket     = "/run/kcache.sock"    # "" disables
-//   unix_socket_mode  = "0660"              # octal; "": as the umask leaves it
-//   unix_socket_group = "kcache"            # the socket's group; "": kcached's own
-//   data_dir        = "/var/lib/kcache"     # the embedded RocksDB store
-//   disk_capacity   = "10GiB"
-//   memory_capacity = "256MiB"
-//   redis_url       = "redis://10.0.0.5:6379?namespace=kcache"   # optional shared tier
-//   # or the tiers as store URLs, fastest first (storage/store_factory.h); this
-//   # replaces the three options above (data_dir still holds the job journal):
-//   # stores = ["memory://?capacity=256MiB", "rocksdb:///var/lib/kcache/db?capacity=10GiB"]
-//   threads         = 0                     # I/O threads; 0: one per core
-//   log_level       = "info"
-//   [limits]
-//   max_header_bytes = 16384
-//   max_body_bytes   = "1GiB"
-//   max_connections  = 1024
-//   max_connections_per_peer = 128          # per remote address; 0: no cap
-//   header_timeout_s = 10                   # a new connection's request head
-//   idle_timeout_s   = 60
-//   stall_timeout_s  = 30                   # a body read or response write without progress
-//   drain_timeout_s  = 10
-//   body_memory      = "1GiB"               # request bodies in memory, all connections
-//   send_memory      = "1GiB"               # responses being written, all connections
-//   send_memory_per_peer = "256MiB"         # of that, one remote address; 0: a quarter
-//   spool_threshold  = "4MiB"               # uploads over it go to a file in data_dir/spool
-//   spool_disk       = "4GiB"               # spooled upload bytes on disk, all connections
-//   [jobs]
-//   worker_binary   = ""                    # kcache-worker; "" finds it next to kcached
-//   workers         = 2                     # concurrent compiles; 0 disables compiling
-//   queue_capacity  = 1024                  # queued jobs before "busy"
-//   negative_ttl_s  = 60                    # failed compiles are answered from memory this long
-//   history         = 1000                  # finished jobs kept for `kcache jobs`
-//   wall_clock_s    = 300                   # per compile
-//   cpu_time_s      = 300
-//   memory          = "8GiB"                # address space per worker; 0: unlimited
-//   tuning_class    = ""                    # autotune hardware; "" detects it
-//   max_spec_bytes  = "16MiB"               # a spec's source + headers (413 beyond)
-//   max_jobs_per_submitter = 256            # queued or running, per token (or per client)
-//   retry_backoff_ms = 1000                 # first retry of a worker killed mid-compile
-//   force_worker_memory = false             # allow workers x memory above the host's memory
-//   token_file = "/etc/kcache/tokens.toml"  # more [[tokens]]; must not be group/world readable
-//   [[tokens]]                              # none: no authentication (local use)
-//   name   = "team-a-ci"                    # the identity handlers, jobs and logs see
-//   sha256 = "<64 hex>"                     # of the token (`kcache token new` prints it)
-//   # token = "..."                         # or the plaintext, only in a file chmod 600
-//   role   = "admin"                        # read | submit | write | admin, in every namespace
-//   # roles = { "team-a*" = "write", "*" = "read" }   # or per namespace pattern (tokens.h)
-//   allow_plain_http = false                # a non-loopback plain listener with tokens
-//   [tls]                                   # TLS on the TCP listener (the Unix socket stays plain)
-//   cert_file      = "/etc/kcache/server.pem" # certificate chain, PEM
-//   key_file       = "/etc/kcache/server.key"
-//   client_ca_file = ""                     # set: clients must show a certificate it signed (mTLS)
-//   min_version    = "1.2"                  # "1.2" or "1.3"; SIGHUP reloads the three files
-//   [signing]                               # signed action records (signing.h)
-//   key_file     = ""                       # Ed25519 PEM; "": data_dir/signing.pem, made once
-//   (0600) trusted_keys = ["/etc/kcache/trusted"]  # public keys (files or dirs) whose shared-tier
-//   records
-//                                           # are served; this node's own key always is
-//   [cluster]                               # the job queue shared on Redis (job_queue_cluster.h)
-//   enabled = false                         # needs redis_url (the same Redis, AUTH, namespace)
-//   node_id = ""                            # "": <hostname>:<port>
-//   heartbeat_ms = 2000                     # a running job's claim is renewed this often
-//   visibility_timeout_ms = 30000           # a claim not renewed this long is reclaimed
-//   [resp]                                  # a Redis-protocol listener (README's RESP section)
-//   listen    = ""                          # "127.0.0.1:6380"; "": off (--resp-listen)
-//   namespace = "resp"                      # RESP keys are kcache keys resp:<namespace>:<key>
+// kcached's configuration. Its settings, their TOML keys, flags, KCACHED_*
+// variables, defaults and help are one table (settings.h); deploy/kcached.toml
+// shows every file key. Precedence, highest first: flag, variable, the
+// --config file, default.
 
 #include <tl/expected.hpp>
 
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -206,12 +143,41 @@ struct ServiceConfig {
   RespConfig resp;
   // Serve plain HTTP on a non-loopback TCP address although tokens are configured.
   bool allow_plain_http = false;
+  // One line per request (access_log.h): "text", "json" or "off"; checked by
+  // Service::create. Off by default, as sccache and bazel-remote keep theirs
+  // (debug level): kcached is a per-node cache answering thousands of hits a
+  // second, and at that rate journald's rate limit (10000 lines in 30 s)
+  // would drop the daemon's own warnings along with the access lines.
+  std::string access_log = "off";
+  // Entries nobody read for this long go (age_evictor.h): "7d", "12h"; "": never.
+  std::string evict_older_than;
 };
 
+// The file's settings over `base`; an unknown key or section, or a value of
+// the wrong type, is an error naming the key and the file.
 tl::expected<ServiceConfig, std::string> load_config_file(const std::string& path,
                                                           ServiceConfig base = {});
-// --config FILE is read first; every other flag overrides it. --help gives usage.
-tl::expected<ServiceConfig, std::string> parse_command_line(int argc, const char* const* argv);
+
+// KCACHED_* variable -> value, for the variables the settings table names.
+using Environment = std::map<std::string, std::string, std::less<>>;
+// This process's (unknown KCACHED_* names are ignored: Kubernetes sets
+// KCACHED_SERVICE_HOST and KCACHED_PORT for a Service named kcached).
+Environment kcached_environment();
+
+// Why the command line does not start kcached: --help or --version (code 0,
+// text for stdout), or an error (code 2, text for stderr).
+struct CommandLineExit {
+  int code = 2;
+  std::string text;
+};
+
+// The --config file (or $KCACHED_CONFIG), then `env`, then the flags (CLI11):
+// unknown flags, missing values and bad numbers are errors.
+tl::expected<ServiceConfig, CommandLineExit> parse_command_line(int argc, const char* const* argv,
+                                                                const Environment& env);
+// With this process's environment.
+tl::expected<ServiceConfig, CommandLineExit> parse_command_line(int argc, const char* const* argv);
+// --help's text, written from the settings table.
 std::string usage();
 
 // One name table (config.cpp): "read", "submit", "write", "admin", as
