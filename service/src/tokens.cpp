@@ -5,6 +5,7 @@
 
 #include <kcache/cachekey/sha256.h>
 #include <kcache/service/key_namespace.h>
+#include <kcache/service/settings.h>
 #include <kcache/service/tokens.h>
 
 #include <openssl/crypto.h>
@@ -193,6 +194,17 @@ tl::expected<std::vector<Token>, std::string> tokens_from_toml(const toml::table
       token.name = *name->value<std::string>();
     }
     const std::string what = where + ": token '" + token.name + "'";
+    // A misspelt key (rle = "admin") must not pass unnoticed (settings.h).
+    for (const auto& [key, value] : *t) {
+      const auto keys = token_keys();
+      if (std::find(keys.begin(), keys.end(), key.str()) == keys.end()) {
+        std::string message = what + ": unknown key " + std::string(key.str());
+        if (const std::string_view close = closest_name(key.str(), keys); !close.empty()) {
+          message.append(" (did you mean ").append(close).append("?)");
+        }
+        return fail(message.append("; [[tokens]] take name, sha256, token, role, roles"));
+      }
+    }
     const auto digest = (*t)["sha256"].value<std::string>();
     const auto plain = (*t)["token"].value<std::string>();
     if (digest.has_value() == plain.has_value()) {
@@ -275,6 +287,21 @@ tl::expected<std::vector<Token>, std::string> tokens_from_toml(const toml::table
   return out;
 }
 
+namespace {
+
+// A token file holds [[tokens]] only; any other key is a mistake to report.
+tl::expected<void, std::string> only_tokens(const toml::table& doc, std::string_view source) {
+  for (const auto& [key, value] : doc) {
+    if (key.str() != "tokens") {
+      return fail(std::string(source) + ": unknown key " + std::string(key.str()) +
+                  ": a token file holds [[tokens]] tables only");
+    }
+  }
+  return {};
+}
+
+} // namespace
+
 tl::expected<std::vector<Token>, std::string> parse_token_file_text(std::string_view text,
                                                                     std::string_view source,
                                                                     bool source_private,
@@ -284,6 +311,9 @@ tl::expected<std::vector<Token>, std::string> parse_token_file_text(std::string_
     doc = toml::parse(text, source);
   } catch (const toml::parse_error& e) {
     return fail(std::string(source) + ": " + std::string(e.description()));
+  }
+  if (auto only = only_tokens(doc, source); !only) {
+    return tl::unexpected(only.error());
   }
   return tokens_from_toml(doc, source, source_private, first_index);
 }
@@ -311,6 +341,9 @@ tl::expected<std::vector<Token>, std::string> load_token_file(const std::string&
     doc = toml::parse_file(path);
   } catch (const toml::parse_error& e) {
     return fail(path + ": " + std::string(e.description()));
+  }
+  if (auto only = only_tokens(doc, path); !only) {
+    return tl::unexpected(only.error());
   }
   return tokens_from_toml(doc, path, true, first_index);
 }

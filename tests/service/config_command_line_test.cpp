@@ -15,11 +15,11 @@
 namespace kcache::service {
 namespace {
 
-std::string write_temp(const std::string& text) {
+std::string write_temp(const std::string& text, const std::string& name = "kcached") {
   const auto path =
       std::filesystem::temp_directory_path() /
       ("kcache-cli-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "-" +
-       ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".toml");
+       ::testing::UnitTest::GetInstance()->current_test_info()->name() + "-" + name + ".toml");
   std::ofstream(path) << text;
   return path.string();
 }
@@ -57,6 +57,15 @@ TEST(ConfigCommandLine, UnknownKeysAndSectionsInTheFileAreErrorsNamingThem) {
   EXPECT_HAS(file_error("[jobs]\nworkers = 1\n[jobs.extra]\nx = 1\n"), "unknown key jobs.extra");
   EXPECT_HAS(file_error("[[tokens]]\nnme = \"a\"\n"), "unknown key nme (did you mean name?)");
   EXPECT_HAS(file_error("frobnicate = 1\n"), "unknown key frobnicate");
+  // A token_file's tables are checked as strictly, and it holds nothing else.
+  const std::string tokens = write_temp("[[tokens]]\nname = \"a\"\nrle = \"read\"\n", "tokens");
+  std::filesystem::permissions(tokens, std::filesystem::perms::owner_read |
+                                           std::filesystem::perms::owner_write);
+  EXPECT_HAS(file_error("token_file = \"" + tokens + "\"\n"),
+             "unknown key rle (did you mean role?)");
+  std::ofstream(tokens) << "listen = \"0.0.0.0:1\"\n";
+  EXPECT_HAS(file_error("token_file = \"" + tokens + "\"\n"),
+             "unknown key listen: a token file holds [[tokens]] tables only");
 }
 
 TEST(ConfigCommandLine, WrongTypesInTheFileNameTheKeyAndTheType) {
