@@ -48,6 +48,10 @@ Result<Stats> Client::stats() {
   return read_answer(request(HttpMethod::kGet, "/v1/stats"), protocol::stats_from_json);
 }
 
+Result<Stats> Client::zero_stats() {
+  return read_answer(request(HttpMethod::kPost, "/v1/stats/zero"), protocol::stats_from_json);
+}
+
 Result<EntryList> Client::list(const ListQuery& query) {
   std::string target = "/v1/entries";
   if (!query.area.empty()) {
@@ -83,7 +87,12 @@ Result<VerifyReport> Client::verify(const VerifyQuery& query) {
 
 Result<GcReport> Client::gc(const GcQuery& query) {
   std::string target = "/v1/admin/gc";
-  append_query(target, "max_size", std::to_string(query.max_size));
+  if (query.max_size) {
+    append_query(target, "max_size", std::to_string(*query.max_size));
+  }
+  if (query.older_than_s) {
+    append_query(target, "older_than_s", std::to_string(*query.older_than_s));
+  }
   return read_answer(request(HttpMethod::kPost, target), protocol::gc_report_from_json);
 }
 

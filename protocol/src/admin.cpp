@@ -52,6 +52,20 @@ void read(const json& object, const char* key, double& out) {
   }
 }
 
+// Absent or null: left empty.
+template <typename T>
+void read_optional(const json& object, const char* key, std::optional<T>& out) {
+  if (const json* v = member(object, key); v != nullptr && !v->is_null()) {
+    T value{};
+    read(object, key, value);
+    out = value;
+  }
+}
+
+json or_null(const std::optional<std::uint64_t>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
 const json& checked_object(const json& v, const char* what) {
   if (!v.is_object()) {
     wrong_type(v, what, "a JSON object");
@@ -105,6 +119,9 @@ TierStats tier_from_json(const json& in) {
   read(in, "bytes_written", t.bytes_written);
   read(in, "backfills", t.backfills);
   read(in, "rejected", t.rejected);
+  read_optional(in, "bytes_stored", t.bytes_stored);
+  read_optional(in, "capacity", t.capacity);
+  read_optional(in, "entries", t.entries);
   return t;
 }
 
@@ -135,12 +152,21 @@ json to_json(const Stats& stats) {
                      {"bytes_read", t.bytes_read},
                      {"bytes_written", t.bytes_written},
                      {"backfills", t.backfills},
-                     {"rejected", t.rejected}});
+                     {"rejected", t.rejected},
+                     {"bytes_stored", or_null(t.bytes_stored)},
+                     {"capacity", or_null(t.capacity)},
+                     {"entries", or_null(t.entries)}});
   }
   return json{{"uptime_s", stats.uptime_s},
               {"hits", stats.hits},
               {"misses", stats.misses},
               {"errors", stats.errors},
+              {"hit_ratio", stats.hit_ratio ? json(*stats.hit_ratio) : json(nullptr)},
+              {"zeroed_ms", stats.zeroed_ms},
+              {"version", stats.version},
+              {"git_revision", stats.git_revision},
+              {"key_schema", stats.key_schema},
+              {"c_abi", stats.c_abi},
               {"tiers", std::move(tiers)}};
 }
 
@@ -240,6 +266,12 @@ tl::expected<Stats, std::string> stats_from_json(const json& doc) {
     read(doc, "hits", s.hits);
     read(doc, "misses", s.misses);
     read(doc, "errors", s.errors);
+    read_optional(doc, "hit_ratio", s.hit_ratio);
+    read(doc, "zeroed_ms", s.zeroed_ms);
+    read(doc, "version", s.version);
+    read(doc, "git_revision", s.git_revision);
+    read(doc, "key_schema", s.key_schema);
+    read(doc, "c_abi", s.c_abi);
     read_array(doc, "tiers", s.tiers, tier_from_json);
     return s;
   });

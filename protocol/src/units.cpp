@@ -35,6 +35,30 @@ tl::expected<std::uint64_t, std::string> parse_size(std::string_view text) {
   return value * it->second;
 }
 
+tl::expected<std::uint64_t, std::string> parse_duration_s(std::string_view text) {
+  std::uint64_t value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  const std::string_view unit(ptr, static_cast<std::size_t>(text.data() + text.size() - ptr));
+  std::uint64_t scale = 0;
+  if (unit.empty() || unit == "s") {
+    scale = 1;
+  } else if (unit == "m") {
+    scale = 60;
+  } else if (unit == "h") {
+    scale = 3600;
+  } else if (unit == "d") {
+    scale = 86400;
+  }
+  if (ec != std::errc() || ptr == text.data() || scale == 0) {
+    return tl::unexpected("bad duration '" + std::string(text) +
+                          "' (a number with s, m, h or d: \"7d\", \"12h\")");
+  }
+  if (value > (1ULL << 32) / scale) {
+    return tl::unexpected("duration '" + std::string(text) + "' is too long");
+  }
+  return value * scale;
+}
+
 std::string format_size(std::uint64_t bytes) {
   static constexpr const char* kNames[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(bytes);

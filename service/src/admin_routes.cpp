@@ -7,11 +7,13 @@
 
 #include <kcache/cachekey/key_manifest.h>
 #include <kcache/protocol/admin.h>
+#include <kcache/protocol/build_info.h>
 #include <kcache/protocol/wire.h>
 #include <kcache/service/request_handler.h>
 #include <kcache/storage/maintenance.h>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <charconv>
@@ -47,7 +49,24 @@ protocol::Entry entry_of(const storage::ActionRecord& record) {
   return entry;
 }
 
-// verify and gc walk every namespace.
+// The counters counted since `zero` (POST /v1/stats/zero).
+storage::CounterSnapshot since(const storage::CounterSnapshot& now,
+                               const storage::CounterSnapshot& zero) {
+  const auto minus = [](std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; };
+  return {minus(now.hits, zero.hits),
+          minus(now.misses, zero.misses),
+          minus(now.errors, zero.errors),
+          minus(now.corrupt, zero.corrupt),
+          minus(now.evictions, zero.evictions),
+          minus(now.puts, zero.puts),
+          minus(now.bytes_read, zero.bytes_read),
+          minus(now.bytes_written, zero.bytes_written),
+          minus(now.backfills, zero.backfills),
+          minus(now.rejected, zero.rejected),
+          minus(now.no_space, zero.no_space)};
+}
+
+// verify, gc and zeroing the stats act on every namespace.
 std::optional<Response> needs_admin_everywhere(const Request& req, const Principal& who) {
   if (who.may_everywhere(Role::kAdmin)) {
     return std::nullopt;
@@ -156,19 +175,56 @@ Response RequestHandler::entry(const Request& req, const RouteArgs& args) {
 }
 
 Response RequestHandler::stats(const Request& req, const RouteArgs& /*args*/) {
-  protocol::Stats stats;
-  for (const TierView& tier : tiers_) {
-    const storage::CounterSnapshot c = tier.store->counters();
-    stats.tiers.push_back({tier.name, c.hits, c.misses, c.errors, c.corrupt, c.evictions, c.puts,
-                           c.bytes_read, c.bytes_written, c.backfills, c.rejected});
+  StatsZero zero;
+  {
+    std::lock_guard lock(zero_mu_);
+    zero = zero_;
   }
-  const storage::CounterSnapshot total = store_.counters();
+  protocol::Stats stats;
+  for (std::size_t i = 0; i < tiers_.size(); ++i) {
+    const storage::CounterSnapshot c =
+        since(tiers_[i].store->counters(),
+              i < zero.tiers.size() ? zero.tiers[i] : storage::CounterSnapshot{});
+    const storage::StoreUsage usage = tiers_[i].store->usage();
+    stats.tiers.push_back({tiers_[i].name, c.hits, c.misses, c.errors, c.corrupt, c.evictions,
+                           c.puts, c.bytes_read, c.bytes_written, c.backfills, c.rejected,
+                           usage.bytes, usage.capacity, usage.entries});
+  }
+  const storage::CounterSnapshot total = since(store_.counters(), zero.total);
   stats.uptime_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   stats.hits = total.hits;
   stats.misses = total.misses;
   stats.errors = total.errors;
+  if (total.hits + total.misses > 0) {
+    stats.hit_ratio =
+        static_cast<double>(total.hits) / static_cast<double>(total.hits + total.misses);
+  }
+  stats.zeroed_ms = zero.zeroed_ms;
+  const protocol::BuildInfo build = protocol::build_info();
+  stats.version = build.version;
+  stats.git_revision = build.git_revision;
+  stats.key_schema = build.key_schema;
+  stats.c_abi = build.c_abi;
   return json_response(req, http::status::ok, protocol::to_json(stats));
+}
+
+Response RequestHandler::zero_stats(const Request& req, const RouteArgs& args) {
+  if (auto refused = needs_admin_everywhere(req, args.who)) {
+    return std::move(*refused);
+  }
+  StatsZero zero;
+  zero.zeroed_ms = storage::unix_now_ms();
+  zero.total = store_.counters();
+  for (const TierView& tier : tiers_) {
+    zero.tiers.push_back(tier.store->counters());
+  }
+  {
+    std::lock_guard lock(zero_mu_);
+    zero_ = std::move(zero);
+  }
+  spdlog::info("stats zeroed by token '{}'", args.who.name);
+  return stats(req, args);
 }
 
 Response RequestHandler::verify(const Request& req, const RouteArgs& args) {
@@ -198,20 +254,56 @@ Response RequestHandler::gc(const Request& req, const RouteArgs& args) {
   if (auto refused = needs_admin_everywhere(req, args.who)) {
     return std::move(*refused);
   }
-  const std::string max = args.query.get("max_size");
-  std::uint64_t max_size = 0;
-  const auto [ptr, ec] = std::from_chars(max.data(), max.data() + max.size(), max_size);
-  if (max.empty() || ec != std::errc() || ptr != max.data() + max.size()) {
-    return error(req, http::status::bad_request, "max_size must be a number of bytes");
+  // max_size=BYTES (LRU down to a size) and/or older_than_s=SECONDS (entries
+  // not accessed for that long); with both, the age goes first.
+  const auto number = [&](const char* name) -> std::optional<std::optional<std::uint64_t>> {
+    const std::string text = args.query.get(name);
+    if (text.empty()) {
+      return std::optional<std::uint64_t>{};
+    }
+    std::uint64_t n = 0;
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc() || ptr != text.data() + text.size()) {
+      return std::nullopt;
+    }
+    return n;
+  };
+  const auto max_size = number("max_size");
+  const auto older_than_s = number("older_than_s");
+  if (!max_size || !older_than_s || (!*max_size && !*older_than_s)) {
+    return error(req, http::status::bad_request,
+                 "give max_size (a number of bytes) and/or older_than_s (a number of seconds)");
   }
-  auto report = storage::collect_garbage(store_, max_size);
-  if (!report) {
-    return store_error(req, report.error());
+  storage::GcReport total;
+  bool first = true;
+  const auto add = [&](const storage::GcReport& r) {
+    total.before_bytes = first ? r.before_bytes : total.before_bytes;
+    total.after_bytes = r.after_bytes;
+    total.removed_entries += r.removed_entries;
+    total.removed_bytes += r.removed_bytes;
+    first = false;
+  };
+  if (*older_than_s) {
+    // Seconds beyond what milliseconds hold mean "older than anything".
+    const std::uint64_t s = std::min<std::uint64_t>(**older_than_s, 1ULL << 40);
+    auto report = storage::collect_older_than(
+        store_, {.older_than = std::chrono::seconds(static_cast<std::int64_t>(s))});
+    if (!report) {
+      return store_error(req, report.error());
+    }
+    add(*report);
+  }
+  if (*max_size) {
+    auto report = storage::collect_garbage(store_, **max_size);
+    if (!report) {
+      return store_error(req, report.error());
+    }
+    add(*report);
   }
   return json_response(
       req, http::status::ok,
-      protocol::to_json(protocol::GcReport{report->before_bytes, report->after_bytes,
-                                           report->removed_entries, report->removed_bytes}));
+      protocol::to_json(protocol::GcReport{total.before_bytes, total.after_bytes,
+                                           total.removed_entries, total.removed_bytes}));
 }
 
 } // namespace kcache::service

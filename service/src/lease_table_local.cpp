@@ -65,6 +65,13 @@ bool LocalLeaseTable::held(const std::string& key) {
   return it != leases_.end() && it->second.expires > Clock::now();
 }
 
+std::optional<std::size_t> LocalLeaseTable::held_count() {
+  std::lock_guard lock(mu_);
+  const auto now = Clock::now();
+  return static_cast<std::size_t>(std::count_if(
+      leases_.begin(), leases_.end(), [now](const auto& l) { return l.second.expires > now; }));
+}
+
 void LocalLeaseTable::wait_for_put(const std::string& key, Clock::time_point deadline,
                                    std::function<void()> done) {
   {

@@ -159,8 +159,11 @@ Response RequestHandler::respond_now(const Request& request, const Prepared& pre
           ? *prepared.rejected
           : (this->*prepared.route->handler)(
                 request, RouteArgs{prepared.param, prepared.query, prepared.label, *prepared.who});
+  const auto took = std::chrono::steady_clock::now() - start;
   record_metrics(prepared.label, request.method(), response.result_int(),
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+                 std::chrono::duration<double>(took).count());
+  log_request(request, response, prepared.route, prepared.path, prepared.param, *prepared.who,
+              took);
   // A stored artifact ends the single-flight lease on its key: waiters wake and hit.
   if (leases_ != nullptr && request.method() == http::verb::put &&
       response.result() == http::status::created &&
@@ -189,6 +192,8 @@ std::optional<Response> RequestHandler::admit(const Request& head, bool sends_sp
   }
   if (prepared.rejected) {
     record_metrics(prepared.label, head.method(), prepared.rejected->result_int(), 0.0);
+    log_request(head, *prepared.rejected, prepared.route, prepared.path, prepared.param,
+                *prepared.who, {});
   }
   return std::move(prepared.rejected);
 }

@@ -1,6 +1,8 @@
 #include "resp_server.h"
 #include "upload_spool.h"
 
+#include <kcache/protocol/units.h>
+#include <kcache/service/age_evictor.h>
 #include <kcache/service/lease_table_local.h>
 #include <kcache/service/lease_table_redis.h>
 #include <kcache/service/node_registry.h>
@@ -129,6 +131,25 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
     }
     out.push_back({"kcache_backfills_total", {}, static_cast<double>(store->counters().backfills)});
   });
+  // What each tier holds now; a tier that cannot say (Redis) has no sample.
+  metrics.describe("kcache_store_bytes", "gauge",
+                   "Bytes a tier holds, as counted against its capacity");
+  metrics.describe("kcache_store_capacity_bytes", "gauge", "A tier's configured capacity");
+  metrics.describe("kcache_store_entries", "gauge", "Entries a tier holds (both areas)");
+  metrics.add_collector([views](std::vector<MetricsRegistry::Sample>& out) {
+    for (const TierView& view : views) {
+      const storage::StoreUsage usage = view.store->usage();
+      for (const auto& [name, value] : {std::pair{"kcache_store_bytes", usage.bytes},
+                                        std::pair{"kcache_store_capacity_bytes", usage.capacity},
+                                        std::pair{"kcache_store_entries", usage.entries}}) {
+        if (value) {
+          out.push_back({name, {{"tier", view.name}}, static_cast<double>(*value)});
+        }
+      }
+    }
+  });
+  add_process_metrics(metrics);
+  add_build_info(metrics);
 
   if (config.jobs.workers > 0) {
     JobsConfig jobs = config.jobs;
@@ -170,6 +191,14 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
   } else {
     service->leases_ = std::make_unique<LocalLeaseTable>();
   }
+  metrics.describe("kcache_leases_held", "gauge",
+                   "Single-flight leases held (this kcached's own; none counted in cluster mode)");
+  metrics.add_collector(
+      [leases = service->leases_.get()](std::vector<MetricsRegistry::Sample>& out) {
+        if (const auto held = leases->held_count()) {
+          out.push_back({"kcache_leases_held", {}, static_cast<double>(*held)});
+        }
+      });
   if (service->jobs_) {
     // A job's result ends its keys' leases as a client's put does: their
     // waiters, on every node, wake and hit.
@@ -179,6 +208,22 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
   service->handler_ = std::make_unique<RequestHandler>(
       *service->store_, views, metrics, config.tokens, service->jobs_.get(), service->leases_.get(),
       &service->signing_->signer());
+  const auto access_log = parse_access_log_mode(config.access_log);
+  if (!access_log) {
+    return tl::unexpected("access_log = \"" + config.access_log + "\": give off, text or json");
+  }
+  service->handler_->set_access_log(*access_log);
+  if (!config.evict_older_than.empty()) {
+    const auto age = protocol::parse_duration_s(config.evict_older_than);
+    if (!age) {
+      return tl::unexpected("evict_older_than: " + age.error());
+    }
+    if (*age > 0) {
+      service->evictor_ = std::make_unique<AgeEvictor>(
+          *service->store_, std::chrono::seconds(static_cast<std::int64_t>(*age)));
+      spdlog::info("evict_older_than: entries not read for {} go", config.evict_older_than);
+    }
+  }
   if (service->runs_) {
     service->handler_->set_runs(service->runs_.get());
   }

@@ -107,4 +107,28 @@ Result<GcReport> collect_garbage(Store& store, std::uint64_t max_bytes) {
   return report;
 }
 
+Result<GcReport> collect_older_than(Store& store, const AgeGcOptions& options) {
+  auto listed = store.list({});
+  if (!listed) {
+    return tl::unexpected(listed.error());
+  }
+  const std::int64_t now = options.now_ms != 0 ? options.now_ms : unix_now_ms();
+  const std::int64_t cutoff = now - options.older_than.count();
+  GcReport report;
+  for (const ObjectInfo& info : *listed) {
+    report.before_bytes += info.size;
+    const std::int64_t last = std::max(info.last_access_ms, info.created_ms);
+    if (last == 0 || last >= cutoff) {
+      continue;
+    }
+    if (auto ok = store.remove(info.area, info.key); !ok) {
+      return tl::unexpected(ok.error());
+    }
+    ++report.removed_entries;
+    report.removed_bytes += info.size;
+  }
+  report.after_bytes = report.before_bytes - report.removed_bytes;
+  return report;
+}
+
 } // namespace kcache::storage

@@ -84,4 +84,9 @@ std::uint64_t MemoryStore::size_bytes() const {
   return bytes_;
 }
 
+StoreUsage MemoryStore::usage() const {
+  std::lock_guard lock(mu_);
+  return {bytes_, capacity_, lru_.size()};
+}
+
 } // namespace kcache::storage

@@ -130,7 +130,9 @@ TEST_F(ClientAdmin, VerifyAndGc) {
   ASSERT_TRUE(ac.has_value()) << ac.error().message;
   EXPECT_EQ(ac->checked, 1U);
 
-  auto gc = client_->gc({0});
+  client::GcQuery everything;
+  everything.max_size = 0;
+  auto gc = client_->gc(everything);
   ASSERT_TRUE(gc.has_value()) << gc.error().message;
   EXPECT_GT(gc->before_bytes, 0U);
   EXPECT_GT(gc->removed_entries, 0U);

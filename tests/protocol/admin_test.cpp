@@ -25,15 +25,25 @@ template <typename Read> std::string round_trip(const std::string& text, Read re
 }
 
 TEST(AdminJson, StatsRoundTripsTheDaemonsText) {
+  // A tier that cannot say what it holds (Redis) has nulls there.
   const std::string text =
-      R"({"errors":0,"hits":3,"misses":1,"tiers":[{"backfills":0,"bytes_read":512,)"
-      R"("bytes_written":1024,"corrupt":0,"errors":0,"evictions":2,"hits":3,"misses":1,)"
-      R"("name":"memory","puts":4,"rejected":0}],"uptime_s":1.5})";
+      R"({"c_abi":8,"errors":0,"git_revision":"abc1234","hit_ratio":0.75,"hits":3,)"
+      R"("key_schema":2,"misses":1,"tiers":[{"backfills":0,"bytes_read":512,)"
+      R"("bytes_stored":2048,"bytes_written":1024,"capacity":4096,"corrupt":0,"entries":3,)"
+      R"("errors":0,"evictions":2,"hits":3,"misses":1,"name":"memory","puts":4,"rejected":0},)"
+      R"({"backfills":0,"bytes_read":0,"bytes_stored":null,"bytes_written":0,"capacity":null,)"
+      R"("corrupt":0,"entries":null,"errors":0,"evictions":0,"hits":0,"misses":0,)"
+      R"("name":"redis","puts":0,"rejected":0}],"uptime_s":1.5,"version":"0.1.0",)"
+      R"("zeroed_ms":0})";
   EXPECT_EQ(round_trip(text, stats_from_json), text);
   const Stats stats = *stats_from_json(json::parse(text));
-  ASSERT_EQ(stats.tiers.size(), 1U);
+  ASSERT_EQ(stats.tiers.size(), 2U);
   EXPECT_EQ(stats.tiers[0].name, "memory");
   EXPECT_EQ(stats.tiers[0].evictions, 2U);
+  EXPECT_EQ(stats.tiers[0].capacity, 4096U);
+  EXPECT_FALSE(stats.tiers[1].capacity.has_value());
+  EXPECT_DOUBLE_EQ(stats.hit_ratio.value_or(0), 0.75);
+  EXPECT_EQ(stats.version, "0.1.0");
   EXPECT_DOUBLE_EQ(stats.uptime_s, 1.5);
 }
 

@@ -39,8 +39,10 @@ struct VerifyQuery {
 };
 
 // POST /v1/admin/gc: least recently used entries go until the store fits.
+// At least one of the two; with both, the age goes first.
 struct GcQuery {
-  std::uint64_t max_size = 0; // bytes
+  std::optional<std::uint64_t> max_size;     // bytes: least recently used go first
+  std::optional<std::uint64_t> older_than_s; // entries not accessed for this long go
 };
 
 // GET /v1/jobs: newest first.

@@ -105,6 +105,9 @@ public:
   // values, read by the code kcached renders them with. A 404 (no such
   // entry) is an error with http_status 404.
   Result<Stats> stats();
+  // POST /v1/stats/zero (admin on "*"): the counters stats() shows restart
+  // from zero; the answer is the stats right after.
+  Result<Stats> zero_stats();
   Result<EntryList> list(const ListQuery& query = {});
   Result<Entry> entry(std::string_view key);
   Result<VerifyReport> verify(const VerifyQuery& query);

@@ -27,12 +27,19 @@ struct TierStats {
   std::string name;
   std::uint64_t hits = 0, misses = 0, errors = 0, corrupt = 0, evictions = 0, puts = 0;
   std::uint64_t bytes_read = 0, bytes_written = 0, backfills = 0, rejected = 0;
+  // What the tier holds now; null in JSON where it cannot say (Redis).
+  std::optional<std::uint64_t> bytes_stored, capacity, entries;
 };
 
-// GET /v1/stats: the lookups of the whole stack, then each tier.
+// GET /v1/stats: the lookups of the whole stack, then each tier. Counters
+// count from start-up or the last POST /v1/stats/zero (zeroed_ms, 0: never).
 struct Stats {
   double uptime_s = 0;
   std::uint64_t hits = 0, misses = 0, errors = 0;
+  std::optional<double> hit_ratio; // hits / (hits + misses); null before any lookup
+  std::int64_t zeroed_ms = 0;      // unix ms
+  std::string version, git_revision;
+  std::uint32_t key_schema = 0, c_abi = 0;
   std::vector<TierStats> tiers;
 };
 

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace kcache::service {
@@ -36,6 +37,8 @@ public:
                      std::chrono::milliseconds ttl) = 0;
   virtual bool release(const std::string& key, const std::string& token) = 0;
   virtual bool held(const std::string& key) = 0;
+  // Live leases, for /metrics; nullopt where counting is not cheap (Redis).
+  virtual std::optional<std::size_t> held_count() { return std::nullopt; }
 
   // `done` runs once, on some thread: when the key is put, its lease ends
   // (released or expired), or the deadline passes. Runs at once if no lease

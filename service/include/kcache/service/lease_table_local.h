@@ -31,6 +31,7 @@ public:
              std::chrono::milliseconds ttl) override;
   bool release(const std::string& key, const std::string& token) override;
   bool held(const std::string& key) override;
+  std::optional<std::size_t> held_count() override;
   void wait_for_put(const std::string& key, Clock::time_point deadline,
                     std::function<void()> done) override;
   void notify_put(const std::string& key) override;

@@ -79,4 +79,11 @@ private:
 
 std::string render_labels(const MetricsRegistry::Labels& labels);
 
+// Prometheus' standard process metrics, read at scrape time
+// (process_metrics.cpp): process_resident_memory_bytes, process_open_fds,
+// process_max_fds, process_cpu_seconds_total, process_start_time_seconds.
+void add_process_metrics(MetricsRegistry& metrics);
+// kcache_build_info{version, git_revision, key_schema, c_abi} 1.
+void add_build_info(MetricsRegistry& metrics);
+
 } // namespace kcache::service

@@ -4,8 +4,10 @@
 // The routes, the roles they need and which of them long-poll are declared
 // once, in route_table() (routes.h); README.md's table lists them.
 
+#include <kcache/service/access_log.h>
 #include <kcache/service/config.h>
 #include <kcache/service/job.h>
+#include <kcache/service/lookup_metrics.h>
 #include <kcache/service/metrics.h>
 #include <kcache/service/piece_body.h>
 #include <kcache/service/tokens.h>
@@ -19,6 +21,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <shared_mutex>
 #include <span>
 #include <unordered_map>
@@ -91,6 +94,8 @@ public:
   void set_nodes(NodeRegistry* nodes) { nodes_ = nodes; }
   // The run reports' store (run_reports.h); without one, /v1/runs answers 404.
   void set_runs(RunReports* runs) { runs_ = runs; }
+  // One line per request (access_log.h); off until set. Before serving only.
+  void set_access_log(AccessLogMode mode) { access_log_ = std::make_unique<AccessLog>(mode); }
 
   static constexpr std::int64_t kMaxWaitMs = 120'000;
 
@@ -109,6 +114,7 @@ private:
   Response healthz(const Request& request, const RouteArgs& args);
   Response metrics_text(const Request& request, const RouteArgs& args);
   Response stats(const Request& request, const RouteArgs& args);
+  Response zero_stats(const Request& request, const RouteArgs& args);
   Response action(const Request& request, const RouteArgs& args);
   Response cas(const Request& request, const RouteArgs& args);
   Response artifact(const Request& request, const RouteArgs& args);
@@ -142,6 +148,11 @@ private:
   // Instruments are looked up once and cached: the hot path builds no label
   // strings and takes no exclusive lock. labels_[0] is "unknown" (no route).
   void record_metrics(std::string_view label, http::verb method, unsigned status, double seconds);
+  // After each response: the labelled lookup counters and the access log
+  // (request_log.cpp). `route` is null when no route served the request.
+  void log_request(const Request& request, const Response& response, const Route* route,
+                   std::string_view path, std::string_view param, const Principal& who,
+                   std::chrono::steady_clock::duration took);
 
   storage::Store& store_;
   storage::ArtifactStore artifacts_;
@@ -160,6 +171,18 @@ private:
   NodeRegistry* nodes_ = nullptr;
   RunReports* runs_ = nullptr;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  LookupMetrics lookups_{metrics_};
+  std::unique_ptr<const AccessLog> access_log_ = std::make_unique<AccessLog>();
+  // POST /v1/stats/zero: the counters then, which /v1/stats subtracts.
+  // /metrics keeps counting from start-up (Prometheus counters only reset
+  // with the process).
+  struct StatsZero {
+    std::int64_t zeroed_ms = 0;
+    storage::CounterSnapshot total;
+    std::vector<storage::CounterSnapshot> tiers;
+  };
+  mutable std::mutex zero_mu_;
+  StatsZero zero_;
 };
 
 } // namespace kcache::service

@@ -25,6 +25,7 @@
 
 namespace kcache::service {
 
+class AgeEvictor;   // evict_older_than (age_evictor.h)
 class RespCommands; // the RESP listener (resp_server.h), when [resp] listen is set
 class RespServer;
 
@@ -67,7 +68,8 @@ private:
   std::unique_ptr<RequestHandler> handler_;
   std::unique_ptr<HttpServer> server_;
   std::unique_ptr<RespCommands> resp_commands_;
-  std::unique_ptr<RespServer> resp_; // uses resp_commands_: goes first
+  std::unique_ptr<RespServer> resp_;    // uses resp_commands_: goes first
+  std::unique_ptr<AgeEvictor> evictor_; // evict_older_than; walks store_: goes first
 };
 
 } // namespace kcache::service

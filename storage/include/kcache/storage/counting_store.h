@@ -28,6 +28,7 @@ public:
   Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
   std::vector<GetResult> get_many(Area area, std::span<const std::string> keys) override;
   CounterSnapshot counters() const override;
+  StoreUsage usage() const override { return inner_->usage(); }
 
   Store& inner() { return *inner_; }
   const Store& inner() const { return *inner_; }

@@ -25,6 +25,7 @@ public:
   // The inner store's counters, plus the values this decorator found corrupt:
   // those were hits for the inner store but misses for our callers.
   CounterSnapshot counters() const override;
+  StoreUsage usage() const override { return inner_->usage(); }
 
   Store& inner() { return *inner_; }
 

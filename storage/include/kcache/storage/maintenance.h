@@ -6,6 +6,7 @@
 
 #include <kcache/storage/store.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -47,5 +48,18 @@ struct GcReport {
 // Removes least recently accessed entries (both areas) until at most
 // `max_bytes` remain, as the store reports sizes.
 Result<GcReport> collect_garbage(Store& store, std::uint64_t max_bytes);
+
+struct AgeGcOptions {
+  // Entries last accessed (or, never read, created) longer ago than this go.
+  std::chrono::milliseconds older_than{0};
+  // The clock, unix ms; 0: now. Tests give their own.
+  std::int64_t now_ms = 0;
+};
+
+// Age-based eviction (ccache's --evict-older-than): removes every entry
+// whose last access is older than `older_than`. An entry whose tiers know
+// neither its last access nor its creation (a Redis-only entry) stays: its
+// tier's own TTL ages it out.
+Result<GcReport> collect_older_than(Store& store, const AgeGcOptions& options);
 
 } // namespace kcache::storage

@@ -29,6 +29,7 @@ public:
   Result<void> remove(Area area, std::string_view key) override;
   Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
   CounterSnapshot counters() const override { return {.evictions = evictions_.load()}; }
+  StoreUsage usage() const override;
 
   std::uint64_t size_bytes() const;
   std::uint64_t capacity_bytes() const { return capacity_; }

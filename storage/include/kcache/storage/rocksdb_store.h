@@ -66,6 +66,8 @@ public:
   CounterSnapshot counters() const override {
     return {.corrupt = corrupt_.load(), .evictions = evictions_.load()};
   }
+  // Entries are not counted: RocksDB only estimates them.
+  StoreUsage usage() const override { return {accounted_bytes(), capacity_bytes(), {}}; }
 
   std::uint64_t size_bytes() const { return total_bytes_.load(); }
   // What counts against the capacity: the values plus the write-ahead log.

@@ -69,6 +69,7 @@ public:
   // The inner store's counters; a rejected record was a hit for the inner
   // tier but is a miss for our callers.
   CounterSnapshot counters() const override;
+  StoreUsage usage() const override { return inner_->usage(); }
 
   Store& inner() { return *inner_; }
 

@@ -86,6 +86,8 @@ public:
   // caller can see (evictions, corrupt values); CountingStore adds the outcome
   // of every call made through it.
   virtual CounterSnapshot counters() const { return {}; }
+  // What the tier holds now; decorators ask the store they wrap.
+  virtual StoreUsage usage() const { return {}; }
 };
 
 // Wall-clock now in unix milliseconds (stored metadata uses wall time).

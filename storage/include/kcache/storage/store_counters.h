@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 
 namespace kcache::storage {
 
@@ -36,6 +37,15 @@ struct CounterSnapshot {
             a.no_space + b.no_space};
   }
   friend bool operator==(const CounterSnapshot&, const CounterSnapshot&) = default;
+};
+
+// What a tier holds now (gauges, not counters), for /v1/stats and /metrics.
+// Empty where the tier cannot say cheaply: Redis shares its memory with
+// other users and has no capacity of ours.
+struct StoreUsage {
+  std::optional<std::uint64_t> bytes;    // as the tier accounts them against its capacity
+  std::optional<std::uint64_t> capacity; // bytes
+  std::optional<std::uint64_t> entries;  // both areas
 };
 
 // One event count, lock-free to bump on the hot path.
