@@ -59,8 +59,22 @@ void progress(const char* what, std::size_t done, std::size_t total);
 // An autotune search's table: every variant, its status, time and error.
 void print_tuning_table(const json& table);
 
+// Entry commands (entry_commands.cpp).
+int cmd_stats(Cli& cli);
+int cmd_ls(Cli& cli);
+int cmd_show(Cli& cli);
+int cmd_get(Cli& cli);
+int cmd_put(Cli& cli);
+int cmd_rm(Cli& cli);
+
+// Comparing keys, checking and trimming a store (maintenance_commands.cpp).
+int cmd_explain(Cli& cli);
+int cmd_verify(Cli& cli);
+int cmd_gc(Cli& cli);
+
 // Job commands (jobs_commands.cpp).
 int cmd_jobs(Cli& cli);
+int cmd_jobs_watch(Cli& cli);
 int cmd_job(Cli& cli);
 int cmd_cancel(Cli& cli);
 int cmd_submit(Cli& cli);
@@ -79,7 +93,7 @@ int cmd_pack_headers(Cli& cli);
 
 // `kcache token new` (token_commands.cpp): a fresh 256-bit token and the
 // sha256 line kcached's config takes. Needs no daemon.
-int cmd_token(const std::vector<std::string>& args);
+int cmd_token_new(Cli& cli);
 
 // An entry's origin from its stored record (signature_commands.cpp):
 // {"writer", "namespace", "producer", "signed_ms", "key_id", "alg",

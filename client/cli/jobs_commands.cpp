@@ -79,9 +79,11 @@ void print_jobs_table(const std::vector<protocol::JobView>& jobs) {
   std::cout << t.render();
 }
 
+} // namespace
+
 // Follows the jobs that are unfinished now or submitted later, until none is
 // left: a progress bar on a terminal, a line per change otherwise.
-int watch(Cli& cli) {
+int cmd_jobs_watch(Cli& cli) {
   const int interval = std::max(50, std::atoi(cli.option("interval-ms", "500").c_str()));
   const std::int64_t since = unix_now_ms();
   std::set<std::string> tracked;
@@ -161,6 +163,8 @@ int watch(Cli& cli) {
     std::this_thread::sleep_for(std::chrono::milliseconds(interval));
   }
 }
+
+namespace {
 
 void print_job(const json& j) {
   for (const char* field : {"id", "state", "backend", "entry", "target", "output", "compile_key"}) {
@@ -249,12 +253,6 @@ void print_tuning_table(const json& table) {
 }
 
 int cmd_jobs(Cli& cli) {
-  if (!cli.args.empty() && cli.args.front() == "watch") {
-    return watch(cli);
-  }
-  if (!cli.args.empty()) {
-    return usage_error("jobs takes no arguments but 'watch'");
-  }
   client::JobsQuery query;
   if (int rc = parse_count(cli, "limit", 50, query.limit); rc != kOk) {
     return rc;

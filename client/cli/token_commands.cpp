@@ -38,10 +38,7 @@ std::string base64url(const unsigned char* data, std::size_t size) {
 
 } // namespace
 
-int cmd_token(const std::vector<std::string>& args) {
-  if (args.size() != 1 || args[0] != "new") {
-    return usage_error("token takes one subcommand: kcache token new");
-  }
+int cmd_token_new(Cli& /*cli*/) {
   std::array<unsigned char, 32> random{};
   if (RAND_bytes(random.data(), static_cast<int>(random.size())) != 1) {
     std::fputs("kcache: OpenSSL's random generator failed\n", stderr);

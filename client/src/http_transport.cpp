@@ -12,6 +12,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <sys/un.h>
 
 #include <limits>
 #include <optional>
@@ -53,6 +54,14 @@ Result<Endpoint> parse_endpoint(std::string_view url) {
     e.path = url.substr(7);
     if (e.path.empty()) {
       return tl::unexpected(ClientError{ErrorCode::kInvalid, 0, "unix:// URL needs a socket path"});
+    }
+    // sockaddr_un holds the path and its NUL: a longer one cannot be
+    // connected to (Asio would throw length_error at the first request).
+    if (constexpr std::size_t kMax = sizeof(sockaddr_un::sun_path) - 1; e.path.size() > kMax) {
+      return tl::unexpected(ClientError{ErrorCode::kInvalid, 0,
+                                        "unix:// socket path is " + std::to_string(e.path.size()) +
+                                            " bytes, longer than the " + std::to_string(kMax) +
+                                            " a Unix socket path can be: " + e.path});
     }
     return e;
   }
