@@ -194,6 +194,18 @@ std::vector<std::string> split(const std::string& s) {
 
 using Reader = std::function<std::function<bool(int)>(int)>;
 
+// The RESP port kcached logged at start ("RESP listening on ... (port N)").
+int resp_port(const std::string& log) {
+  const std::string mark = "RESP listening on ";
+  const auto at = log.find(mark);
+  const auto port = log.find("(port ", at == std::string::npos ? log.size() : at);
+  if (port == std::string::npos) {
+    std::fprintf(stderr, "no RESP port in kcached's log:\n%s\n", log.c_str());
+    std::exit(1);
+  }
+  return std::atoi(log.c_str() + port + 6);
+}
+
 struct Row {
   std::string anchor_name, name;
   Measurement anchor, measured;
@@ -346,13 +358,20 @@ int main(int argc, char** argv) {
 
   kcache::testing::RedisServer redis;
   // As many I/O threads as cores, like a production deployment.
-  kcache::testing::KcachedProcess kcached(
-      {"--log-level", "warn", "--threads", std::to_string(std::thread::hardware_concurrency())});
-  std::printf("redis-server on port %d, kcached on port %d (%u cores here)\n", redis.port(),
-              kcached.port(), std::thread::hardware_concurrency());
+  // Its RESP listener too: the same GET from the same hiredis client as
+  // redis-server's, so that row's ratio compares the servers alone.
+  // No compile workers: the hit path needs none, and their start-up would
+  // share the cores being measured.
+  kcache::testing::KcachedProcess kcached({"--log-level", "info", "--threads",
+                                           std::to_string(std::thread::hardware_concurrency()),
+                                           "--workers", "0", "--resp-listen", "127.0.0.1:0"});
+  const int resp = resp_port(kcached.log());
+  std::printf("redis-server on port %d, kcached on port %d, RESP port %d (%u cores here)\n",
+              redis.port(), kcached.port(), resp, std::thread::hardware_concurrency());
 
   auto loader = make_client(kcached.url());
   redisContext* seed_ctx = redisConnect("127.0.0.1", redis.port());
+  redisContext* resp_seed = redisConnect("127.0.0.1", resp);
   // Loads one size's payloads into both servers, then waits until kcached has
   // finished writing them out (RocksDB flushes would steal the measured cores).
   auto load = [&](std::size_t size) {
@@ -365,6 +384,13 @@ int main(int argc, char** argv) {
       }
       freeReplyObject(
           redisCommand(seed_ctx, "SET %b %b", key.data(), key.size(), value.data(), value.size()));
+      auto* set = static_cast<redisReply*>(
+          redisCommand(resp_seed, "SET %b %b", key.data(), key.size(), value.data(), value.size()));
+      if (set == nullptr || set->type == REDIS_REPLY_ERROR) {
+        std::fprintf(stderr, "loading kcached over RESP failed: %s\n", set ? set->str : "");
+        std::exit(1);
+      }
+      freeReplyObject(set);
     }
     wait_until_idle(kcached.pid());
   };
@@ -382,18 +408,20 @@ int main(int argc, char** argv) {
       for (int i = 0; i < kKeys; ++i) {
         (void)loader->get(key_of(i));
       }
-      const Measurement redis_m = run(clients, seconds, [&](int) {
-        auto ctx =
-            std::shared_ptr<redisContext>(redisConnect("127.0.0.1", redis.port()), &redisFree);
-        return std::function<bool(int)>([ctx, key_of, size](int i) {
-          const std::string key = key_of(i);
-          auto* r =
-              static_cast<redisReply*>(redisCommand(ctx.get(), "GET %b", key.data(), key.size()));
-          const bool ok = r != nullptr && r->type == REDIS_REPLY_STRING && r->len == size;
-          freeReplyObject(r);
-          return ok;
-        });
-      });
+      auto hiredis_reader = [&](int port) -> Reader {
+        return [&, port](int) {
+          auto ctx = std::shared_ptr<redisContext>(redisConnect("127.0.0.1", port), &redisFree);
+          return std::function<bool(int)>([ctx, key_of, size](int i) {
+            const std::string key = key_of(i);
+            auto* r =
+                static_cast<redisReply*>(redisCommand(ctx.get(), "GET %b", key.data(), key.size()));
+            const bool ok = r != nullptr && r->type == REDIS_REPLY_STRING && r->len == size;
+            freeReplyObject(r);
+            return ok;
+          });
+        };
+      };
+      const Measurement redis_m = run(clients, seconds, hiredis_reader(redis.port()));
       const Measurement kcache_m = run(clients, seconds, [&](int) {
         std::shared_ptr<kcache::client::Client> client = make_client(kcached.url());
         return std::function<bool(int)>([client, key_of, size](int i) {
@@ -401,16 +429,17 @@ int main(int argc, char** argv) {
           return got && got->has_value() && (*got)->files.at(0).data.size() == size;
         });
       });
-      std::printf("%-8s %7d  %-8s %10.0f %9.1f %9.1f  %-8s %10.0f %9.1f %9.1f  %8.2fx %8.2fx%s\n",
-                  kcache::protocol::format_size(size).c_str(), clients, "redis", redis_m.rps,
-                  redis_m.p50_us, redis_m.p99_us, "kcached", kcache_m.rps, kcache_m.p50_us,
-                  kcache_m.p99_us, kcache_m.rps / redis_m.rps, kcache_m.p99_us / redis_m.p99_us,
-                  redis_m.failures + kcache_m.failures > 0 ? "  (failures!)" : "");
+      const Measurement resp_m = run(clients, seconds, hiredis_reader(resp));
+      print_row(size, clients, Row{"redis", "kcached", redis_m, kcache_m});
+      print_row(size, clients, Row{"redis", "kc-resp", redis_m, resp_m});
     }
   }
   redisFree(seed_ctx);
+  redisFree(resp_seed);
   std::printf(
       "\nreq/s x = kcached req/s / redis-server GET req/s (higher is better);\n"
-      "p99 x = kcached p99 / redis p99 (lower is better). Client and server share this host.\n");
+      "p99 x = kcached p99 / redis p99 (lower is better). Client and server share this host.\n"
+      "kcached: HTTP through libkcache; kc-resp: kcached's RESP port through hiredis, as redis.\n"
+      "kcached uses every core (--threads = cores); redis-server is single-threaded.\n");
   return 0;
 }
