@@ -20,6 +20,7 @@ std::span<const Route> route_table() {
       Route{verb::head, "/healthz", std::nullopt, "healthz", &RH::healthz},
       Route{verb::get, "/metrics", kRead, "metrics", &RH::metrics_text},
       Route{verb::get, "/v1/stats", kRead, "stats", &RH::stats},
+      Route{verb::post, "/v1/stats/zero", kAdmin, "stats_zero", &RH::zero_stats},
       Route{verb::get, "/v1/ac/{key}", kRead, "ac", &RH::action},
       Route{verb::head, "/v1/ac/{key}", kRead, "ac", &RH::action},
       Route{verb::put, "/v1/ac/{key}", kWrite, "ac", &RH::action},
