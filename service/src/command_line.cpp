@@ -23,6 +23,29 @@ tl::unexpected<CommandLineExit> error(std::string message) {
 }
 
 constexpr std::size_t kHelpColumn = 34;
+constexpr std::size_t kWidth = 100;
+
+// Words of `text` in lines that end by kWidth, each after the first indented
+// to kHelpColumn.
+std::string wrap(std::string_view text) {
+  std::string out;
+  std::size_t column = kHelpColumn;
+  while (!text.empty()) {
+    const std::size_t space = text.find(' ');
+    const std::string_view word = text.substr(0, space);
+    if (column > kHelpColumn && column + 1 + word.size() > kWidth) {
+      out += "\n" + std::string(kHelpColumn, ' ');
+      column = kHelpColumn;
+    } else if (column > kHelpColumn) {
+      out += ' ';
+      ++column;
+    }
+    out += word;
+    column += word.size();
+    text = space == std::string_view::npos ? std::string_view() : text.substr(space + 1);
+  }
+  return out;
+}
 
 // The section a setting's TOML key names ("limits.x" -> "limits").
 std::string_view section_of(std::string_view toml) {
@@ -188,7 +211,7 @@ lower one's. deploy/kcached.toml shows every file key.
     std::string left = flag_column(s);
     left += left.size() + 2 > kHelpColumn ? "\n" + std::string(kHelpColumn, ' ')
                                           : std::string(kHelpColumn - left.size(), ' ');
-    out += left + std::string(s.help) + "\n" + std::string(kHelpColumn, ' ') + sources(s) + "\n";
+    out += left + wrap(s.help) + "\n" + std::string(kHelpColumn, ' ') + wrap(sources(s)) + "\n";
   }
   out += "\n[[tokens]] tables (file only): name, sha256 or token, role or roles (README "
          "\"Security\")";
