@@ -102,7 +102,7 @@ int report(CLI::App& app, const CLI::ParseError& e) {
   const std::vector<std::string> rest = app.remaining();
   std::string where = sub->get_name();
   for (const CLI::App* p = sub->get_parent(); p != nullptr; p = p->get_parent()) {
-    where = p->get_name() + " " + where;
+    where.insert(0, p->get_name() + " ");
   }
   std::string message = e.what();
   const bool extras = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr;
