@@ -3,6 +3,8 @@
 
 #include "command_line.h"
 
+#include <kcache/protocol/units.h>
+
 namespace kcache::cli {
 
 namespace {
@@ -28,7 +30,11 @@ CLI::Option* argument(CLI::App* app, const std::string& name, const std::string&
 
 void add_entry_commands(CommandTable& t) {
   CLI::App& app = t.app();
-  t.add(app, "stats", "hits, misses and errors per storage tier", cmd_stats);
+  CLI::App* stats = t.add(app, "stats",
+                          "hit ratio, hits, misses and errors, bytes stored and capacity per "
+                          "storage tier, uptime and version",
+                          cmd_stats);
+  flag(stats, "--zero", "restart the counters from zero (admin on \"*\"; /metrics keeps counting)");
 
   CLI::App* ls =
       t.add(app, "ls", "list entries (default: action cache, most recent first)", cmd_ls);
@@ -78,9 +84,18 @@ void add_maintenance_commands(CommandTable& t) {
       t.add(app, "verify", "re-hash every blob, check every record's blobs", cmd_verify);
   flag(verify, "--repair", "remove what is corrupt or dangling");
 
-  CLI::App* gc =
-      t.add(app, "gc", "drop least recently used entries down to SIZE (e.g. 5GiB)", cmd_gc);
-  value(gc, "--max-size", "the size to trim down to (e.g. 5GiB)")->required()->check(size_value());
+  CLI::App* gc = t.add(app, "gc",
+                       "drop entries nobody read for AGE (--older-than), then least recently "
+                       "used ones down to SIZE (--max-size); one of the two at least",
+                       cmd_gc);
+  value(gc, "--max-size", "the size to trim down to (e.g. 5GiB)")->check(size_value());
+  value(gc, "--older-than", "drop entries nobody read for this long (e.g. 7d, 12h, 30m)")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            auto age = protocol::parse_duration_s(text);
+            return age ? std::string() : age.error();
+          },
+          "AGE"));
 }
 
 void add_job_commands(CommandTable& t) {

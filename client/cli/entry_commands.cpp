@@ -6,6 +6,7 @@
 
 #include <kcache/client/client.h>
 #include <kcache/protocol/admin.h>
+#include <kcache/protocol/clock.h>
 #include <kcache/protocol/json_text.h>
 #include <kcache/protocol/units.h>
 
@@ -44,7 +45,8 @@ void print_manifest(const json& m) {
 } // namespace
 
 int cmd_stats(Cli& cli) {
-  auto stats = cli.client->stats();
+  // --zero (admin on "*"): the counters restart from zero; shown as they are then.
+  auto stats = cli.flags.count("zero") != 0 ? cli.client->zero_stats() : cli.client->stats();
   if (!stats) {
     return fail_call(stats.error());
   }
@@ -52,19 +54,35 @@ int cmd_stats(Cli& cli) {
     std::cout << protocol::json_text(protocol::to_json(*stats), 2) << "\n";
     return kOk;
   }
-  std::printf("uptime %.0f s; lookups: %llu hits, %llu misses, %llu tier errors\n\n",
-              stats->uptime_s, static_cast<unsigned long long>(stats->hits),
+  const auto known_size = [](const std::optional<std::uint64_t>& v) {
+    return v ? protocol::format_size(*v) : std::string("unknown");
+  };
+  std::string ratio = "-"; // no lookups yet
+  if (stats->hit_ratio) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%.1f%%", *stats->hit_ratio * 100);
+    ratio = buf;
+  }
+  std::printf("kcached %s (git %s), up %.0f s\n", stats->version.c_str(),
+              stats->git_revision.c_str(), stats->uptime_s);
+  if (stats->zeroed_ms != 0) {
+    std::printf("counters zeroed %lld s ago\n",
+                static_cast<long long>((protocol::unix_now_ms() - stats->zeroed_ms) / 1000));
+  }
+  std::printf("hit ratio %s: %llu hits, %llu misses, %llu tier errors\n\n", ratio.c_str(),
+              static_cast<unsigned long long>(stats->hits),
               static_cast<unsigned long long>(stats->misses),
               static_cast<unsigned long long>(stats->errors));
   Table t;
   t.column("TIER");
-  for (const char* h :
-       {"HITS", "MISSES", "ERRORS", "CORRUPT", "EVICTIONS", "PUTS", "READ", "WRITTEN"}) {
+  for (const char* h : {"STORED", "CAPACITY", "ENTRIES", "HITS", "MISSES", "ERRORS", "CORRUPT",
+                        "EVICTIONS", "PUTS", "READ", "WRITTEN"}) {
     t.column(h, Table::Align::kRight);
   }
   for (const protocol::TierStats& tier : stats->tiers) {
-    t.row({tier.name, std::to_string(tier.hits), std::to_string(tier.misses),
-           std::to_string(tier.errors), std::to_string(tier.corrupt),
+    t.row({tier.name, known_size(tier.bytes_stored), known_size(tier.capacity),
+           tier.entries ? std::to_string(*tier.entries) : "unknown", std::to_string(tier.hits),
+           std::to_string(tier.misses), std::to_string(tier.errors), std::to_string(tier.corrupt),
            std::to_string(tier.evictions), std::to_string(tier.puts),
            protocol::format_size(tier.bytes_read), protocol::format_size(tier.bytes_written)});
   }

@@ -145,15 +145,25 @@ int cmd_verify(Cli& cli) {
 
 int cmd_gc(Cli& cli) {
   const std::string max = cli.option("max-size");
-  if (max.empty()) {
-    return usage_error("gc needs --max-size SIZE");
-  }
-  auto size = protocol::parse_size(max);
-  if (!size) {
-    return usage_error(size.error());
+  const std::string age = cli.option("older-than");
+  if (max.empty() && age.empty()) {
+    return usage_error("gc needs --max-size SIZE and/or --older-than AGE");
   }
   client::GcQuery query;
-  query.max_size = *size;
+  if (!max.empty()) {
+    auto size = protocol::parse_size(max);
+    if (!size) {
+      return usage_error(size.error());
+    }
+    query.max_size = *size;
+  }
+  if (!age.empty()) {
+    auto seconds = protocol::parse_duration_s(age);
+    if (!seconds) {
+      return usage_error(seconds.error());
+    }
+    query.older_than_s = *seconds;
+  }
   auto report = cli.client->gc(query);
   if (!report) {
     return fail_call(report.error());

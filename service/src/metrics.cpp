@@ -106,7 +106,7 @@ std::string number(double v) {
   if (v == std::floor(v) && std::fabs(v) < 1e15) {
     std::snprintf(buf, sizeof buf, "%.0f", v);
   } else {
-    std::snprintf(buf, sizeof buf, "%.9g", v);
+    std::snprintf(buf, sizeof buf, "%.15g", v); // a unix time keeps its seconds
   }
   return buf;
 }

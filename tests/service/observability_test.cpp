@@ -188,12 +188,12 @@ TEST(AgeGc, RemovesWhatWasNotAccessedForThatLongAndKeepsTheRest) {
   // A fake clock two hours ahead: both were last touched two hours ago, so
   // a three-hour cutoff keeps them...
   auto none = storage::collect_older_than(
-      store, {.older_than = std::chrono::hours(3), .now_ms = now + 2 * 3'600'000});
+      store, {.older_than = std::chrono::hours(3), .now_ms = now + std::int64_t{2} * 3'600'000});
   ASSERT_TRUE(none) << none.error().message;
   EXPECT_EQ(none->removed_entries, 0U);
   // ...and a one-hour cutoff takes both.
   auto everything = storage::collect_older_than(
-      store, {.older_than = std::chrono::hours(1), .now_ms = now + 2 * 3'600'000});
+      store, {.older_than = std::chrono::hours(1), .now_ms = now + std::int64_t{2} * 3'600'000});
   ASSERT_TRUE(everything);
   EXPECT_EQ(everything->removed_entries, 2U);
   EXPECT_EQ(everything->removed_bytes, 6U);
