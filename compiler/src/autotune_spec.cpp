@@ -1,11 +1,15 @@
 #include <kcache/compiler/autotune_spec.h>
+#include <kcache/protocol/did_you_mean.h>
 #include <kcache/protocol/json_text.h>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <random>
+#include <span>
+#include <tuple>
 
 namespace kcache::compiler {
 
@@ -101,8 +105,34 @@ tl::expected<DType, std::string> parse_dtype(const std::string& name) {
   return fail("unknown dtype '" + name + "' (valid: f32, f64, i32, i64)");
 }
 
+// The members each object of a search may have: any other is refused, not
+// dropped (a mistyped "budget" would search with the defaults).
+constexpr std::array<std::string_view, 5> kSearchFields = {"params", "constraints", "benchmark",
+                                                           "strategy", "budget"};
+constexpr std::array<std::string_view, 8> kBenchmarkFields = {
+    "shapes", "args", "launch", "reference", "tolerance", "warmup", "repeats", "rotate"};
+constexpr std::array<std::string_view, 7> kArgFields = {"buffer", "scalar", "dtype", "count",
+                                                        "output", "seed",   "range"};
+constexpr std::array<std::string_view, 3> kLaunchFields = {"grid", "block", "shared_bytes"};
+constexpr std::array<std::string_view, 4> kStrategyFields = {"kind", "k", "seed", "eta"};
+constexpr std::array<std::string_view, 2> kBudgetFields = {"max_variants", "max_seconds"};
+
 tl::expected<BenchmarkSpec, std::string> parse_benchmark(const json& doc) {
   BenchmarkSpec b;
+  if (auto unknown = protocol::unknown_field(doc, kBenchmarkFields, "autotune: benchmark")) {
+    return tl::unexpected(std::move(*unknown));
+  }
+  for (const json& a : doc.at("args")) {
+    if (auto unknown = protocol::unknown_field(a, kArgFields, "autotune: benchmark.args[]")) {
+      return tl::unexpected(std::move(*unknown));
+    }
+  }
+  if (doc.contains("launch")) {
+    if (auto unknown =
+            protocol::unknown_field(doc["launch"], kLaunchFields, "autotune: benchmark.launch")) {
+      return tl::unexpected(std::move(*unknown));
+    }
+  }
   // Named, not temporaries: iterating a temporary's items() trips GCC 12's
   // -Wmaybe-uninitialized inside nlohmann.
   const json shapes = doc.value("shapes", json::object());
@@ -201,6 +231,19 @@ tl::expected<AutotuneSearch, std::string> parse_autotune(std::string_view json_t
   try {
     AutotuneSearch s;
     s.json = protocol::json_text(doc);
+    for (const auto& [object, known, where] :
+         {std::tuple{&doc, std::span<const std::string_view>(kSearchFields), "autotune"},
+          std::tuple{doc.contains("strategy") ? &doc["strategy"] : nullptr,
+                     std::span<const std::string_view>(kStrategyFields), "autotune: strategy"},
+          std::tuple{doc.contains("budget") ? &doc["budget"] : nullptr,
+                     std::span<const std::string_view>(kBudgetFields), "autotune: budget"}}) {
+      if (object == nullptr) {
+        continue;
+      }
+      if (auto unknown = protocol::unknown_field(*object, known, where)) {
+        return tl::unexpected(std::move(*unknown));
+      }
+    }
     // The two members without a default, named with their shape when absent.
     if (!doc.contains("params") || !doc["params"].is_object()) {
       return fail(R"('params' must be an object: {"NAME": [values] | {"range": [lo, hi, step]} )"

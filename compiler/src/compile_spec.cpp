@@ -1,6 +1,7 @@
 #include <kcache/cachekey/canonical_writer.h>
 #include <kcache/cachekey/options.h>
 #include <kcache/compiler/compile_spec.h>
+#include <kcache/protocol/did_you_mean.h>
 #include <kcache/protocol/json_text.h>
 
 #include <nlohmann/json.hpp>
@@ -40,10 +41,32 @@ bool is_file(const json& f) {
          f["text"].is_string();
 }
 
+// Every member a spec may have ("autotune": a search over it, read by
+// parse_autotune); any other is refused, not dropped.
+constexpr std::array<std::string_view, 8> kSpecFields = {
+    "backend", "source", "headers", "name_expressions", "options", "target", "output", "autotune"};
+constexpr std::array<std::string_view, 2> kFileFields = {"name", "text"};
+
 std::optional<std::string> shape_error(const json& doc) {
   auto wrong = [](std::string_view field, std::string_view should) {
     return "compile spec: '" + std::string(field) + "' must be " + std::string(should);
   };
+  if (auto unknown = protocol::unknown_field(doc, kSpecFields, "compile spec")) {
+    return unknown;
+  }
+  if (doc.contains("source")) {
+    if (auto unknown =
+            protocol::unknown_field(doc["source"], kFileFields, "compile spec: source")) {
+      return unknown;
+    }
+  }
+  if (doc.contains("headers") && doc["headers"].is_array()) {
+    for (const json& h : doc["headers"]) {
+      if (auto unknown = protocol::unknown_field(h, kFileFields, "compile spec: headers[]")) {
+        return unknown;
+      }
+    }
+  }
   if (!doc.contains("backend")) {
     return "compile spec: 'backend' is missing (valid: " + std::string(kBackendNames) + ")";
   }

@@ -67,23 +67,6 @@ std::vector<std::string> split_list(std::string_view text) {
   return out;
 }
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) {
-    row[j] = j;
-  }
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
 } // namespace
 
 std::string_view type_description(SettingType type) {
@@ -134,20 +117,6 @@ parse_setting_text(const Setting& setting, std::string_view name, std::string_vi
     return std::string(text);
   }
   return fail(std::string(name) + ": unknown setting type");
-}
-
-std::string_view closest_name(std::string_view name, std::span<const std::string_view> candidates) {
-  std::string_view best;
-  std::size_t best_distance = 0;
-  for (const std::string_view candidate : candidates) {
-    const std::size_t d = edit_distance(name, candidate);
-    if (best.empty() || d < best_distance) {
-      best = candidate;
-      best_distance = d;
-    }
-  }
-  // A third of the name wrong is a different word, not a typo.
-  return !best.empty() && best_distance * 3 <= std::max<std::size_t>(name.size(), 3) ? best : "";
 }
 
 } // namespace kcache::service

@@ -81,6 +81,36 @@ TEST(AutotuneSpec, RandomAndBudgetSampleReproducibly) {
   EXPECT_EQ(budgeted->variants.size(), 3U);
 }
 
+// Every object of a search refuses a member it does not know, naming it and
+// its likely meaning: a mistyped "budget" must not search with the defaults.
+TEST(AutotuneSpec, UnknownFieldsAreRefusedWhereverTheyAre) {
+  const std::string base = kMatmul;
+  auto with = [&](std::string_view at, std::string_view insert) {
+    std::string text = base;
+    text.insert(text.find(at) + at.size(), insert);
+    return parse_autotune(text);
+  };
+  struct Case {
+    std::string_view at, insert, expected;
+  };
+  for (const Case& c : {
+           Case{"{\n", R"("budgett": {"max_variants": 3},)", "autotune: unknown field 'budgett'"},
+           Case{"\"benchmark\": {", R"("repeat": 3,)", "benchmark: unknown field 'repeat'"},
+           Case{"{\"buffer\": \"A\",", R"("cout": "M",)", "args[]: unknown field 'cout'"},
+           Case{"\"launch\": {", R"("grid_x": "1",)", "launch: unknown field 'grid_x'"},
+       }) {
+    auto s = with(c.at, c.insert);
+    ASSERT_FALSE(s.has_value()) << c.insert;
+    EXPECT_NE(s.error().find(c.expected), std::string::npos) << s.error();
+  }
+  std::string strategy = base;
+  strategy.insert(strategy.rfind('}'), R"(, "strategy": {"kind": "random", "kk": 5})");
+  auto s = parse_autotune(strategy);
+  ASSERT_FALSE(s.has_value());
+  EXPECT_NE(s.error().find("strategy: unknown field 'kk' (did you mean 'k'?"), std::string::npos)
+      << s.error();
+}
+
 TEST(AutotuneSpec, VariantSpecsAddTheParametersAsDefines) {
   CompileSpec base;
   base.options = {"-O3"};

@@ -80,3 +80,29 @@ TEST(Cubin, TargetsAndHeaders) {
 
 } // namespace
 } // namespace kcache::compiler
+
+namespace kcache::compiler {
+namespace {
+
+// A member the parser does not know is refused with its likely meaning, never
+// dropped: "opitons" would otherwise compile without the options asked for.
+TEST(CompileSpec, UnknownFieldsAreRefusedWithTheirLikelyMeaning) {
+  auto typo =
+      spec_from_json(R"({"backend":"cpp","source":{"name":"a.cpp","text":""},"opitons":["-O3"]})");
+  ASSERT_FALSE(typo.has_value());
+  EXPECT_NE(typo.error().find("unknown field 'opitons'"), std::string::npos) << typo.error();
+  EXPECT_NE(typo.error().find("did you mean 'options'"), std::string::npos) << typo.error();
+
+  auto in_source = spec_from_json(R"({"backend":"cpp","source":{"name":"a.cpp","txt":""}})");
+  ASSERT_FALSE(in_source.has_value());
+  EXPECT_NE(in_source.error().find("source: unknown field 'txt'"), std::string::npos)
+      << in_source.error();
+
+  auto in_header = spec_from_json(R"({"backend":"cpp","source":{"name":"a.cpp","text":""},)"
+                                  R"("headers":[{"name":"h.h","text":"","mode":1}]})");
+  ASSERT_FALSE(in_header.has_value());
+  EXPECT_NE(in_header.error().find("unknown field 'mode'"), std::string::npos) << in_header.error();
+}
+
+} // namespace
+} // namespace kcache::compiler

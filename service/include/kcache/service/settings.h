@@ -9,6 +9,7 @@
 // (or $KCACHED_CONFIG), the default. A list setting (stores, trusted keys)
 // given by a higher source replaces the lower one's list.
 
+#include <kcache/protocol/did_you_mean.h>
 #include <kcache/service/config.h>
 
 #include <tl/expected.hpp>
@@ -60,8 +61,7 @@ std::string_view type_description(SettingType type);
 tl::expected<SettingValue, std::string>
 parse_setting_text(const Setting& setting, std::string_view name, std::string_view text);
 
-// The closest of `candidates` to a mistyped `name`, "" when none is close:
-// for "did you mean" in unknown-key and unknown-flag errors.
-std::string_view closest_name(std::string_view name, std::span<const std::string_view> candidates);
+// For "did you mean" in unknown-key and unknown-flag errors.
+using protocol::closest_name;
 
 } // namespace kcache::service
