@@ -1,6 +1,7 @@
 #include "command_line.h"
 
 #include <kcache/protocol/build_info.h>
+#include <kcache/protocol/did_you_mean.h>
 #include <kcache/protocol/units.h>
 
 #include <algorithm>
@@ -45,27 +46,6 @@ CLI::App* deepest(CLI::App* app) {
   return app;
 }
 
-// Restricted Damerau-Levenshtein: a swap of two letters (--repiar) is one edit.
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
-  for (std::size_t i = 0; i <= a.size(); ++i) {
-    d[i][0] = i;
-  }
-  for (std::size_t j = 0; j <= b.size(); ++j) {
-    d[0][j] = j;
-  }
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-      }
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
 // What `word` may have meant at `sub`: its options and its parents' (global
 // options fall through), or its subcommands. Empty when nothing is close.
 std::string nearest(const CLI::App* sub, std::string word) {
@@ -84,15 +64,8 @@ std::string nearest(const CLI::App* sub, std::string word) {
       candidates.push_back(s->get_name());
     }
   }
-  std::string best;
-  std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;
-  for (const std::string& c : candidates) {
-    if (const std::size_t d = edit_distance(word, c); d < best_distance) {
-      best = c;
-      best_distance = d;
-    }
-  }
-  return best;
+  const std::vector<std::string_view> views(candidates.begin(), candidates.end());
+  return std::string(protocol::closest_name(word, views));
 }
 
 // A bad command line: CLI11's message, or for an unknown word our own with
