@@ -305,6 +305,9 @@ tl::expected<ServiceConfig, CommandLineExit> parse_command_line(int argc, const 
   if (auto ok = check_transport_security(c); !ok) {
     return exit_with(2, ok.error());
   }
+  if (auto ok = check_eviction_scope(c); !ok) {
+    return exit_with(2, ok.error());
+  }
   return c;
 }
 

@@ -114,6 +114,23 @@ tl::expected<void, std::string> check_worker_memory(const JobsConfig& jobs,
   return {};
 }
 
+tl::expected<void, std::string> check_eviction_scope(const ServiceConfig& config) {
+  if (config.evict_older_than.empty()) {
+    return {};
+  }
+  for (const std::string& url : store_urls(config)) {
+    if (url.starts_with("redis://")) {
+      return fail("evict_older_than (--evict-older-than) removes what this node has not read "
+                  "from every tier, and the Redis tier (" +
+                  std::string(config.redis_url.empty() ? "stores" : "redis_url") +
+                  ") is shared by every node: entries other nodes read would go too. Let Redis "
+                  "age them instead (ttl_s in the redis:// URL, or its maxmemory policy) and "
+                  "leave evict_older_than unset here");
+    }
+  }
+  return {};
+}
+
 std::vector<std::string> store_urls(const ServiceConfig& config) {
   if (!config.stores.empty()) {
     return config.stores;

@@ -115,6 +115,17 @@ TEST(ConfigCommandLine, UnknownFlagsBadNumbersAndBadLevelsExitWith2) {
   EXPECT_HAS(flag_error({"--workers"}), "--workers");
 }
 
+// Age eviction follows this node's reads and removes from every tier: with a
+// Redis tier every node shares, it would delete what other nodes read.
+TEST(ConfigCommandLine, AgeEvictionIsRefusedWithASharedRedisTier) {
+  EXPECT_HAS(flag_error({"--evict-older-than", "7d", "--redis-url", "redis://127.0.0.1:1/0"}),
+             "evict_older_than (--evict-older-than) removes what this node has not read");
+  EXPECT_HAS(flag_error({"--evict-older-than", "7d", "--store", "memory://", "--store",
+                         "redis://127.0.0.1:1/0"}),
+             "(stores) is shared by every node");
+  EXPECT_TRUE(parse({"--evict-older-than", "7d"}).has_value());
+}
+
 TEST(ConfigCommandLine, HelpAndVersionExitWith0) {
   auto help = parse({"--help"});
   ASSERT_FALSE(help.has_value());

@@ -190,6 +190,11 @@ std::string_view role_name(Role role);
 // allow_plain_http; also a [tls] table with only one of its files.
 tl::expected<void, std::string> check_transport_security(const ServiceConfig& config);
 
+// Refuses evict_older_than with a Redis tier: age eviction follows this
+// node's reads and removes from every tier, so on a tier all nodes share it
+// would delete what other nodes read.
+tl::expected<void, std::string> check_eviction_scope(const ServiceConfig& config);
+
 // The storage tiers as store URLs, fastest first: `stores` when given, else
 // memory, then RocksDB in data_dir, then Redis when redis_url is set.
 std::vector<std::string> store_urls(const ServiceConfig& config);
