@@ -10,26 +10,12 @@
 #
 # The GPU machine has PyTorch, Triton, torchvision and transformers; kcached
 # and libkcache are carried (device tool: carry .device/torch_async), as in
-# torch_compile_cache.sh, whose pack this one copies without its Redis parts.
+# torch_compile_cache.sh (both use carry_libs.sh), without its Redis parts.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 pack=.device/torch_async
 
-system_lib() {
-  case "$(basename "$1")" in
-    libc.so.* | libm.so.* | libpthread.so.* | libdl.so.* | librt.so.* | ld-linux* | \
-      libstdc++.so.* | libgcc_s.so.*) return 0 ;;
-  esac
-  return 1
-}
-
-carry_with_libs() { # BINARY DEST_NAME
-  cp "$1" "$pack/bin/$2"
-  strip "$pack/bin/$2"
-  ldd "$1" | awk '$3 ~ /^\// {print $3}' | while read -r lib; do
-    system_lib "$lib" || cp -L "$lib" "$pack/lib/"
-  done
-}
+. scripts/device/carry_libs.sh # cwd: the repository root
 
 case "${1:-}" in
   prepare)
