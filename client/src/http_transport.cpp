@@ -176,21 +176,8 @@ public:
     // a Content-Length with an empty optional as over the limit.)
     parser.body_limit(std::numeric_limits<std::uint64_t>::max());
     parser.skip(request.method == HttpMethod::kHead);
-    beast::error_code ec;
-    bool done = false;
     layer().expires_at(deadline);
-    http::async_write(*stream_, req, [&](beast::error_code write_ec, std::size_t) {
-      if (write_ec) {
-        ec = write_ec;
-        done = true;
-        return;
-      }
-      http::async_read(*stream_, buffer_, parser, [&](beast::error_code read_ec, std::size_t) {
-        ec = read_ec;
-        done = true;
-      });
-    });
-    if (const auto failed = await(deadline, done, ec)) {
+    if (const auto failed = exchange(req, parser, deadline)) {
       return tl::unexpected(transport_error(failed, "request"));
     }
     auto res = parser.release();
@@ -205,6 +192,63 @@ public:
   bool reused() const override { return completed_ > 0; }
 
 private:
+  // Sends the request and reads the answer; returns the error, if any (the
+  // connection is then closed). Plain connections read while they write:
+  // kcached answers some requests on their head (413 over a size limit, 401)
+  // and stops reading the body, so a client that reads only after its last
+  // write sees its write reset and loses the answer (curl reads early too).
+  // Over TLS the answer is read after the write: one SSL object, one
+  // operation at a time.
+  template <typename Parser>
+  beast::error_code exchange(http::request<http::string_body>& req, Parser& parser,
+                             Deadline deadline) {
+    beast::error_code write_ec;
+    beast::error_code read_ec;
+    bool written = false;
+    bool answered = false;
+    int pending = 1;
+    bool done = false;
+    auto finish_one = [&] { done = --pending == 0; };
+    auto start_read = [&] {
+      ++pending;
+      http::async_read(*stream_, buffer_, parser, [&](beast::error_code ec, std::size_t) {
+        read_ec = ec;
+        answered = !ec;
+        if (answered && !written) {
+          layer().cancel(); // answered early: the rest of the body is not wanted
+        }
+        finish_one();
+      });
+    };
+    if constexpr (!kTls) {
+      start_read();
+    }
+    http::async_write(*stream_, req, [&](beast::error_code ec, std::size_t) {
+      write_ec = ec;
+      written = true;
+      if constexpr (kTls) {
+        if (!ec) {
+          start_read();
+        }
+      }
+      finish_one();
+    });
+    run_until(deadline, done);
+    if (!done) {
+      close();
+      return beast::error::timeout;
+    }
+    if (answered) {
+      if (write_ec) {
+        close(); // part of the body is still unsent: the connection cannot be reused
+      }
+      return {};
+    }
+    const beast::error_code failed = write_ec ? write_ec : read_ec;
+    close();
+    return failed ? failed : beast::error_code(beast::error::timeout);
+  }
+
   Plain& layer() {
     if constexpr (kTls) {
       return stream_->next_layer();
