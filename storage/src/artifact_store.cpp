@@ -210,6 +210,22 @@ Result<std::optional<ActionRecord>> ArtifactStore::get_record(std::string_view k
   return std::optional<ActionRecord>{std::move((*loaded)->record)};
 }
 
+Result<std::optional<ActionRecord>> ArtifactStore::peek_record(std::string_view key) {
+  auto raw = store_.peek(Area::kAction, key);
+  if (!raw) {
+    return tl::unexpected(raw.error());
+  }
+  if (!raw->has_value()) {
+    return std::optional<ActionRecord>{};
+  }
+  // Not through decoded_: a listing would push the hot records out of it.
+  auto record = record_from_json(**raw);
+  if (!record || record->key != key || (signer_ != nullptr && !signer_->still_trusted(*record))) {
+    return std::optional<ActionRecord>{}; // get_record() would not serve it either
+  }
+  return std::optional<ActionRecord>{std::move(*record)};
+}
+
 GetResult ArtifactStore::read_chunked(const OutputRef& out) const {
   Bytes data;
   data.reserve(out.size);

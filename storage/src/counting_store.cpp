@@ -32,6 +32,10 @@ GetResult CountingStore::get(Area area, std::string_view key) {
   return result;
 }
 
+GetResult CountingStore::peek(Area area, std::string_view key) {
+  return inner_->peek(area, key);
+}
+
 std::vector<GetResult> CountingStore::get_many(Area area, std::span<const std::string> keys) {
   std::vector<GetResult> results = inner_->get_many(area, keys);
   for (const GetResult& result : results) {

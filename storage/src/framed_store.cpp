@@ -32,6 +32,10 @@ GetResult FramedStore::get(Area area, std::string_view key) {
   return verify(area, key, inner_->get(area, key));
 }
 
+GetResult FramedStore::peek(Area area, std::string_view key) {
+  return verify(area, key, inner_->peek(area, key));
+}
+
 std::vector<GetResult> FramedStore::get_many(Area area, std::span<const std::string> keys) {
   std::vector<GetResult> results = inner_->get_many(area, keys);
   for (std::size_t i = 0; i < results.size(); ++i) {

@@ -28,6 +28,15 @@ GetResult MemoryStore::get(Area area, std::string_view key) {
   return std::optional<Bytes>{it->second->value};
 }
 
+GetResult MemoryStore::peek(Area area, std::string_view key) {
+  std::lock_guard lock(mu_);
+  const auto it = index_.find(index_key(area, key));
+  if (it == index_.end()) {
+    return std::optional<Bytes>{};
+  }
+  return std::optional<Bytes>{it->second->value};
+}
+
 Result<void> MemoryStore::put(Area area, std::string_view key, std::string_view value) {
   if (value.size() > capacity_) {
     // Larger than the whole tier: keeping it would evict everything else.

@@ -223,6 +223,14 @@ void RocksDbStore::drop_corrupt(Area area, std::string_view key, const std::stri
 }
 
 GetResult RocksDbStore::get(Area area, std::string_view key) {
+  GetResult r = peek(area, key);
+  if (r && r->has_value()) {
+    touch(area, key);
+  }
+  return r;
+}
+
+GetResult RocksDbStore::peek(Area area, std::string_view key) {
   rocksdb::PinnableSlice value;
   const rocksdb::Status s =
       handles_->db->Get(rocksdb::ReadOptions(), family(area), slice(key), &value);
@@ -236,7 +244,6 @@ GetResult RocksDbStore::get(Area area, std::string_view key) {
   if (!s.ok()) {
     return tl::unexpected(io_error(s, "get"));
   }
-  touch(area, key);
   return std::optional<Bytes>{Bytes(value.data(), value.size())};
 }
 

@@ -65,6 +65,10 @@ GetResult SignatureCheckingStore::get(Area area, std::string_view key) {
   return check(area, key, inner_->get(area, key));
 }
 
+GetResult SignatureCheckingStore::peek(Area area, std::string_view key) {
+  return check(area, key, inner_->peek(area, key));
+}
+
 std::vector<GetResult> SignatureCheckingStore::get_many(Area area,
                                                         std::span<const std::string> keys) {
   std::vector<GetResult> results = inner_->get_many(area, keys);

@@ -54,6 +54,16 @@ GetResult TieredStore::get(Area area, std::string_view key) {
   return std::optional<Bytes>{};
 }
 
+GetResult TieredStore::peek(Area area, std::string_view key) {
+  for (std::size_t i = 0; i < tiers_.size(); ++i) {
+    GetResult r = tiers_[i]->peek(area, key);
+    if (r && r->has_value()) {
+      return r;
+    }
+  }
+  return std::optional<Bytes>{};
+}
+
 std::vector<GetResult> TieredStore::get_many(Area area, std::span<const std::string> keys) {
   std::vector<GetResult> out(keys.size(), std::optional<Bytes>{});
   std::vector<std::size_t> pending(keys.size());

@@ -277,6 +277,31 @@ TEST_P(StoreConformance, GetManyAnswersEachKeyInOrder) {
   EXPECT_TRUE(store().get_many(Area::kCas, {}).empty());
 }
 
+TEST_P(StoreConformance, PeekReadsWhatGetReadsAndLeavesNoTrace) {
+  const std::string value = random_bytes(4096);
+  put(Area::kAction, "peeked", value);
+  const CounterSnapshot before = store().counters();
+  for (int i = 0; i < 3; ++i) {
+    auto got = store().peek(Area::kAction, "peeked");
+    ASSERT_TRUE(got.has_value()) << got.error().message;
+    ASSERT_TRUE(got->has_value());
+    EXPECT_EQ(**got, value);
+  }
+  auto missing = store().peek(Area::kAction, "never-put");
+  ASSERT_TRUE(missing.has_value()) << missing.error().message;
+  EXPECT_FALSE(missing->has_value());
+  // No hit, miss, read bytes or backfill counted; no hit recorded on the entry.
+  const CounterSnapshot after = store().counters();
+  EXPECT_EQ(after.hits, before.hits);
+  EXPECT_EQ(after.misses, before.misses);
+  EXPECT_EQ(after.bytes_read, before.bytes_read);
+  EXPECT_EQ(after.backfills, before.backfills);
+  auto listed = store().list(ListOptions{});
+  ASSERT_TRUE(listed.has_value()) << listed.error().message;
+  ASSERT_EQ(listed->size(), 1U);
+  EXPECT_EQ(listed->front().hits, 0U);
+}
+
 TEST_P(StoreConformance, ConcurrentCallersSeeTheirOwnValues) {
   std::vector<std::thread> threads;
   std::atomic<int> wrong{0};

@@ -56,6 +56,20 @@ TEST_F(TieredStoreTest, WriteThroughAndBackfill) {
   EXPECT_EQ(fresh->tier(2).counters().hits, 1U);
 }
 
+TEST_F(TieredStoreTest, PeekReadsTheSlowTierWithoutBackfill) {
+  auto store = make(dir_.str());
+  const std::string value = random_bytes(4096);
+  ASSERT_TRUE(store->put(Area::kAction, "record", value).has_value());
+  TempDir other;
+  auto fresh = make(other.str()); // empty memory and RocksDB, same Redis
+  auto got = fresh->peek(Area::kAction, "record");
+  ASSERT_TRUE(got.has_value() && got->has_value());
+  EXPECT_EQ(**got, value);
+  EXPECT_EQ(fresh->counters().backfills, 0U);
+  EXPECT_FALSE(*fresh->tier(0).contains(Area::kAction, "record"));
+  EXPECT_FALSE(*fresh->tier(1).contains(Area::kAction, "record"));
+}
+
 TEST_F(TieredStoreTest, RedisKilledMidTestKeepsServingFromRocksDb) {
   auto store = make(dir_.str());
   std::vector<std::string> keys;

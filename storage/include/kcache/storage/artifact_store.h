@@ -85,6 +85,9 @@ public:
   // A miss when the record or any of its blobs is missing or fails its digest.
   Result<std::optional<Artifact>> get(std::string_view key);
   Result<std::optional<ActionRecord>> get_record(std::string_view key);
+  // The record as get_record() would serve it, read with Store::peek(): no
+  // access time, hit, backfill or deletion of an unusable record. For listings.
+  Result<std::optional<ActionRecord>> peek_record(std::string_view key);
   // The record alone (files empty), to stream its blobs with reader().
   Result<std::optional<Artifact>> get_head(std::string_view key) { return load_record(key); }
   // get()'s second half: the files of a record from get_head(), read whole.

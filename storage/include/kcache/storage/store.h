@@ -73,6 +73,11 @@ public:
   virtual std::string name() const = 0;
 
   virtual GetResult get(Area area, std::string_view key) = 0;
+  // get() without its side effects: no access time or hit recorded, no
+  // backfill, no counted outcome. For what people look at (`kcache ls`
+  // sizes), which must not make an entry look used. The default is get(),
+  // right for a tier that records nothing on a read.
+  virtual GetResult peek(Area area, std::string_view key) { return get(area, key); }
   virtual Result<void> put(Area area, std::string_view key, std::string_view value) = 0;
   virtual Result<bool> contains(Area area, std::string_view key) = 0;
   // Removing a missing key succeeds.

@@ -28,6 +28,7 @@ public:
 
   std::string name() const override { return "tiered"; }
   GetResult get(Area area, std::string_view key) override;
+  GetResult peek(Area area, std::string_view key) override;
   Result<void> put(Area area, std::string_view key, std::string_view value) override;
   Result<bool> contains(Area area, std::string_view key) override;
   Result<void> remove(Area area, std::string_view key) override;
