@@ -40,7 +40,7 @@ void add_entry_commands(CommandTable& t) {
       t.add(app, "ls", "list entries (default: action cache, most recent first)", cmd_ls);
   value(ls, "--area", "ac (action cache, default) or cas")->check(CLI::IsMember({"ac", "cas"}));
   value(ls, "--prefix", "only keys that start with P");
-  value(ls, "--sort", "size, last-access (default), hits, created or key")
+  value(ls, "--sort", "size (bytes stored), last-access (default), hits, created or key")
       ->check(CLI::IsMember({"size", "last-access", "last_access", "hits", "created", "key"}));
   value(ls, "--limit", "at most N entries (default 50)")->check(count_value());
 

@@ -110,13 +110,17 @@ int cmd_ls(Cli& cli) {
   Table t;
   t.column("AREA");
   t.column("KEY");
+  // SIZE: what a hit hands out (an action's outputs together); STORED: the
+  // bytes it takes here, framed and compressed (a CAS blob has only those).
   t.column("SIZE", Table::Align::kRight);
+  t.column("STORED", Table::Align::kRight);
   t.column("HITS", Table::Align::kRight);
   t.column("LAST ACCESS", Table::Align::kRight);
   t.column("CREATED", Table::Align::kRight);
   const std::int64_t now = unix_now_ms();
   for (const client::EntrySummary& e : list->entries) {
-    t.row({e.area, e.key, protocol::format_size(e.size), std::to_string(e.hits),
+    t.row({e.area, e.key, e.artifact_size ? protocol::format_size(*e.artifact_size) : "-",
+           protocol::format_size(e.size), std::to_string(e.hits),
            format_age(e.last_access_ms, now), format_age(e.created_ms, now)});
   }
   std::cout << t.render() << list->entries.size() << " of " << list->total << " entries\n";
@@ -152,8 +156,13 @@ int cmd_show(Cli& cli) {
   print_origin(origin);
   if (entry->storage) {
     const client::EntrySummary& s = *entry->storage;
-    std::printf("record    %s, %llu hits, last access %s\n", protocol::format_size(s.size).c_str(),
-                static_cast<unsigned long long>(s.hits), format_age(s.last_access_ms, now).c_str());
+    std::printf("stored    %s (record), %llu hits, last access %s\n",
+                protocol::format_size(s.size).c_str(), static_cast<unsigned long long>(s.hits),
+                format_age(s.last_access_ms, now).c_str());
+    if (s.artifact_size) {
+      std::printf("size      %s in %zu outputs\n", protocol::format_size(*s.artifact_size).c_str(),
+                  entry->outputs.size());
+    }
   }
   Table outputs;
   outputs.column("OUTPUT");

@@ -134,6 +134,7 @@ EntrySummary summary_from_json(const json& in) {
   read(in, "created_ms", e.created_ms);
   read(in, "last_access_ms", e.last_access_ms);
   read(in, "hits", e.hits);
+  read_optional(in, "artifact_size", e.artifact_size);
   return e;
 }
 
@@ -171,12 +172,16 @@ json to_json(const Stats& stats) {
 }
 
 json to_json(const EntrySummary& e) {
-  return json{{"area", e.area},
-              {"key", e.key},
-              {"size", e.size},
-              {"created_ms", e.created_ms},
-              {"last_access_ms", e.last_access_ms},
-              {"hits", e.hits}};
+  json out{{"area", e.area},
+           {"key", e.key},
+           {"size", e.size},
+           {"created_ms", e.created_ms},
+           {"last_access_ms", e.last_access_ms},
+           {"hits", e.hits}};
+  if (e.artifact_size) {
+    out["artifact_size"] = *e.artifact_size;
+  }
+  return out;
 }
 
 json to_json(const EntryList& list) {

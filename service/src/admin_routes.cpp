@@ -31,7 +31,8 @@ protocol::EntrySummary summary_of(const storage::ObjectInfo& info) {
           info.size,
           info.created_ms,
           info.last_access_ms,
-          info.hits};
+          info.hits,
+          std::nullopt};
 }
 
 protocol::Entry entry_of(const storage::ActionRecord& record) {
@@ -76,6 +77,20 @@ std::optional<Response> needs_admin_everywhere(const Request& req, const Princip
 }
 
 } // namespace
+
+// The outputs of the record under `key`, read without touching it (a listing
+// must not make what it shows look used); nullopt when it cannot be read.
+std::optional<std::uint64_t> RequestHandler::artifact_size(std::string_view key) {
+  auto record = artifacts_.peek_record(key);
+  if (!record || !record->has_value()) {
+    return std::nullopt;
+  }
+  std::uint64_t total = 0;
+  for (const storage::OutputRef& o : (*record)->outputs) {
+    total += o.size;
+  }
+  return total;
+}
 
 Response RequestHandler::entries(const Request& req, const RouteArgs& args) {
   const Query& query = args.query;
@@ -137,6 +152,9 @@ Response RequestHandler::entries(const Request& req, const RouteArgs& args) {
   out.total = items.size();
   for (std::size_t i = 0; i < items.size() && i < limit; ++i) {
     out.entries.push_back(summary_of(items[i]));
+    if (items[i].area == Area::kAction) {
+      out.entries.back().artifact_size = artifact_size(items[i].key);
+    }
   }
   return json_response(req, http::status::ok, protocol::to_json(out));
 }
@@ -149,7 +167,8 @@ Response RequestHandler::entry(const Request& req, const RouteArgs& args) {
   if (!may_read_key(args.who, artifacts_, key)) {
     return error(req, http::status::not_found, "no action record for " + std::string(key));
   }
-  auto record = artifacts_.get_record(key);
+  // Looking is not using: no access time or hit for it.
+  auto record = artifacts_.peek_record(key);
   if (!record) {
     return store_error(req, record.error());
   }
@@ -164,6 +183,11 @@ Response RequestHandler::entry(const Request& req, const RouteArgs& args) {
     for (const storage::ObjectInfo& info : *listed) {
       if (info.key == key) {
         entry.storage = summary_of(info);
+        std::uint64_t total = 0;
+        for (const protocol::EntryOutput& o : entry.outputs) {
+          total += o.size;
+        }
+        entry.storage->artifact_size = total;
       }
     }
   }

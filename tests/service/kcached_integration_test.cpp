@@ -279,8 +279,13 @@ TEST_F(Cli, EveryCommand) {
   EXPECT_EQ(kcache({"ls"}, out), 0);
   EXPECT_NE(out.find("cli-1"), std::string::npos) << out;
   EXPECT_NE(out.find("LAST ACCESS"), std::string::npos);
+  EXPECT_NE(out.find("STORED"), std::string::npos);
   EXPECT_EQ(kcache({"ls", "--json", "--sort", "size"}, out), 0);
   EXPECT_EQ(json::parse(out)["entries"][0]["key"], "cli-1");
+  // The artifact's size (the file), not its record's; and listing is not a hit.
+  EXPECT_EQ(json::parse(out)["entries"][0]["artifact_size"], 5000) << out;
+  EXPECT_LT(json::parse(out)["entries"][0]["size"].get<int>(), 5000) << "a record, its file in CAS";
+  EXPECT_EQ(json::parse(out)["entries"][0]["hits"], 0) << out;
   EXPECT_EQ(kcache({"show", "cli-1"}, out), 0);
   EXPECT_NE(out.find("kernel.cubin"), std::string::npos) << out;
   EXPECT_NE(out.find("ms = 7"), std::string::npos) << out;

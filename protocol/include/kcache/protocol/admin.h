@@ -47,9 +47,12 @@ struct Stats {
 struct EntrySummary {
   std::string area; // "ac" or "cas"
   std::string key;
-  std::uint64_t size = 0;
+  std::uint64_t size = 0; // bytes stored (framed, compressed): what gc frees
   std::int64_t created_ms = 0, last_access_ms = 0;
   std::uint64_t hits = 0;
+  // An action record's outputs together (what a hit hands out); listings fill
+  // it for the entries they return. Unset for CAS blobs and unreadable records.
+  std::optional<std::uint64_t> artifact_size;
 };
 
 // GET /v1/entries: the first `limit` entries and how many matched.

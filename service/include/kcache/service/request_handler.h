@@ -121,6 +121,7 @@ private:
   Response batch_get(const Request& request, const RouteArgs& args);
   Response entries(const Request& request, const RouteArgs& args);
   Response entry(const Request& request, const RouteArgs& args);
+  std::optional<std::uint64_t> artifact_size(std::string_view key);
   Response verify(const Request& request, const RouteArgs& args);
   Response gc(const Request& request, const RouteArgs& args);
   // The job routes (job_routes.cpp).
