@@ -62,6 +62,36 @@ tl::expected<std::string_view, std::string> ArtifactBody::next() {
   return std::string_view();
 }
 
+GatheredBody::GatheredBody(storage::Artifact artifact) : artifact_(std::move(artifact)) {
+  heads_.reserve(artifact_.files.size() + 1);
+  heads_.push_back(wire::encode_parts_prefix(artifact_.files.size() + 1) +
+                   wire::encode_part_head(kRecordPart, artifact_.record_json.size()));
+  for (const storage::ArtifactFile& f : artifact_.files) {
+    heads_.push_back(wire::encode_part_head(f.name, f.data.size()));
+  }
+  // heads_ no longer grows: the buffers may point into its strings.
+  auto add = [this](std::string_view bytes) {
+    if (!bytes.empty()) {
+      buffers_.emplace_back(bytes.data(), bytes.size());
+      size_ += bytes.size();
+    }
+  };
+  add(heads_.front());
+  add(artifact_.record_json);
+  for (std::size_t i = 0; i < artifact_.files.size(); ++i) {
+    add(heads_[i + 1]);
+    add(artifact_.files[i].data);
+  }
+}
+
+tl::expected<std::string_view, std::string> GatheredBody::next() {
+  if (next_ == buffers_.size()) {
+    return std::string_view();
+  }
+  const boost::asio::const_buffer& b = buffers_[next_++];
+  return std::string_view(static_cast<const char*>(b.data()), b.size());
+}
+
 tl::expected<std::string_view, std::string> BlobBody::next() {
   while (true) {
     auto piece = reader_.next();

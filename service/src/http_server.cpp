@@ -1,3 +1,4 @@
+#include "artifact_body.h"
 #include "upload_spool.h"
 
 #include <kcache/protocol/json_text.h>
@@ -777,7 +778,49 @@ private:
     }
     response_ = std::make_shared<Response>(std::move(response));
     serializer_.emplace(*response_);
+    if (const auto* gathered = dynamic_cast<const GatheredBody*>(response_->body().source.get())) {
+      return write_gathered(*gathered);
+    }
     write_some();
+  }
+
+  // The head, as Beast's serializer writes it, and the body's pieces in one
+  // gathered write: the serializer would write each piece of a source on
+  // its own (a write, and a wake-up of the client, per piece).
+  void write_gathered(const GatheredBody& body) {
+    serializer_->split(true);
+    std::vector<asio::const_buffer> buffers;
+    beast::error_code ec;
+    serializer_->next(ec, [&](beast::error_code&, const auto& head) {
+      for (const asio::const_buffer b : beast::buffers_range_ref(head)) {
+        buffers.push_back(b);
+      }
+    });
+    if (ec) {
+      return written(ec);
+    }
+    buffers.insert(buffers.end(), body.buffers().begin(), body.buffers().end());
+    gathered_.emplace(std::move(buffers));
+    write_gathered_some();
+  }
+
+  // As write_some: each write has its own deadline.
+  void write_gathered_some() {
+    layer().expires_after(state_->limits.stall_timeout);
+    stream_.async_write_some(
+        *gathered_, [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
+          if (ec == beast::error::timeout) {
+            self->state_->stall_timeouts.inc();
+          }
+          if (!ec) {
+            self->gathered_->consume(n);
+            if (beast::buffer_bytes(*self->gathered_) > 0) {
+              return self->write_gathered_some();
+            }
+          }
+          self->gathered_.reset();
+          self->written(ec);
+        });
   }
 
   // One write at a time, each with its own deadline: a peer that reads slowly
@@ -797,6 +840,11 @@ private:
     if (!ec && !serializer_->is_done()) {
       return write_some();
     }
+    written(ec);
+  }
+
+  // The response is out (or failed): what the connection does next.
+  void written(beast::error_code ec) {
     const bool keep_alive = response_->keep_alive();
     serializer_.reset();
     response_.reset();
@@ -890,6 +938,8 @@ private:
   std::optional<http::response<http::empty_body>> continue_;
   std::shared_ptr<Response> response_;
   std::optional<http::response_serializer<Response::body_type>> serializer_;
+  // A GatheredBody's response: the head and the body's pieces not yet written.
+  std::optional<beast::buffers_suffix<std::vector<asio::const_buffer>>> gathered_;
   std::vector<char> linger_buffer_;
   std::uint64_t body_reserved_ = 0;
   std::uint64_t send_reserved_ = 0;

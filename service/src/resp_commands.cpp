@@ -126,6 +126,32 @@ void RespCommands::protocol_error(const std::string& message, std::string& out) 
 }
 
 void RespCommands::execute(const std::vector<std::string>& args, RespSession& session,
+                           RespOut& out) {
+  const std::string name = upper(args.at(0));
+  if ((name != "GET" && name != "MGET") || session.who == nullptr) {
+    execute(args, session, out.text());
+    return;
+  }
+  if (args.size() < 2 || (name == "GET" && args.size() > 2)) {
+    error_reply(out.text(),
+                "ERR wrong number of arguments for '" + std::string(args[0]) + "' command");
+    count(name, false);
+    return;
+  }
+  if (name == "GET") {
+    count(name, get(args[1], session, out, false));
+    return;
+  }
+  array_header(out.text(), args.size() - 1);
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    // An error for one key (a refused read) is a nil in MGET, as Redis
+    // answers nil for a key of the wrong type.
+    get(args[i], session, out, true);
+  }
+  count(name, true);
+}
+
+void RespCommands::execute(const std::vector<std::string>& args, RespSession& session,
                            std::string& out) {
   const std::string name = upper(args.at(0));
   const std::size_t before = out.size();
@@ -165,25 +191,11 @@ void RespCommands::execute(const std::vector<std::string>& args, RespSession& se
     array_header(out, 0); // redis-benchmark and redis-cli ask; nothing to tell
   } else if (name == "INFO") {
     bulk(out, "# Server\r\nredis_version:7.0.0\r\nkcached_version:" KCACHE_VERSION "\r\n");
-  } else if (name == "GET") {
-    if (arity(2, 2)) {
-      get(args[1], session, out);
-    }
-  } else if (name == "MGET") {
-    if (arity(2, args.size())) {
-      array_header(out, args.size() - 1);
-      for (std::size_t i = 1; i < args.size(); ++i) {
-        std::string one;
-        get(args[i], session, one);
-        // An error for one key (a refused read) is a nil in MGET, as Redis
-        // answers nil for a key of the wrong type.
-        if (one.starts_with("-")) {
-          nil(out, session.resp3);
-        } else {
-          out.append(one);
-        }
-      }
-    }
+  } else if (name == "GET" || name == "MGET") {
+    RespOut reply;
+    execute(args, session, reply);
+    out.append(reply.flat());
+    return; // counted there
   } else if (name == "SET") {
     set(args, session, out);
   } else if (name == "DEL" || name == "UNLINK") {
@@ -299,33 +311,36 @@ void RespCommands::hello(const std::vector<std::string>& args, RespSession& sess
   array_header(out, 0);
 }
 
-void RespCommands::get(std::string_view resp_key, const RespSession& session, std::string& out) {
+bool RespCommands::get(std::string_view resp_key, const RespSession& session, RespOut& out,
+                       bool error_as_nil) {
+  auto fail = [&](const std::string& message) {
+    error_as_nil ? nil(out.text(), session.resp3) : error_reply(out.text(), message);
+    return false;
+  };
   const Principal& who = *session.who;
   const auto key = kcache_key(ns_, resp_key);
   if (!key) {
-    nil(out, session.resp3); // too long to have been stored
-    return;
+    nil(out.text(), session.resp3); // too long to have been stored
+    return true;
   }
   if (!may_read_key(who, artifacts_, *key)) {
-    error_reply(out, "NOPERM this token may not read namespace '" + ns_ + "'");
-    return;
+    return fail("NOPERM this token may not read namespace '" + ns_ + "'");
   }
   auto found = artifacts_.get(*key);
   if (!found) {
     spdlog::warn("RESP GET {}: {}", *key, found.error().message);
-    error_reply(out, "ERR storage error");
-    return;
+    return fail("ERR storage error");
   }
   if (!found->has_value()) {
-    nil(out, session.resp3);
-    return;
+    nil(out.text(), session.resp3);
+    return true;
   }
   if ((*found)->files.size() != 1) {
-    error_reply(out, "WRONGTYPE the entry holds " + std::to_string((*found)->files.size()) +
-                         " files, not one value");
-    return;
+    return fail("WRONGTYPE the entry holds " + std::to_string((*found)->files.size()) +
+                " files, not one value");
   }
-  bulk(out, (*found)->files.front().data);
+  out.bulk(std::move((*found)->files.front().data)); // moved: no copy into the reply
+  return true;
 }
 
 std::optional<bool> RespCommands::exists(std::string_view resp_key, const Principal& who,

@@ -8,6 +8,7 @@
 #include <boost/asio/write.hpp>
 #include <spdlog/spdlog.h>
 
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -21,6 +22,13 @@ namespace {
 
 // Bytes read from the socket at a time.
 constexpr std::size_t kReadBytes = 64 << 10;
+
+// async_write's completion condition: each write offers every byte left.
+// transfer_all caps a write at 64 KiB, so a 64 KiB value's reply left in two
+// sends (and woke the client twice).
+std::size_t whole_writes(const boost::system::error_code& ec, std::size_t /*written*/) {
+  return ec ? 0 : std::numeric_limits<std::size_t>::max();
+}
 
 } // namespace
 
@@ -127,7 +135,7 @@ private:
       }
       if (status == RespParser::Status::kError) {
         spdlog::info("RESP: closing a connection from {}: {}", peer_, parser_.error());
-        state_->commands.protocol_error(parser_.error(), out_);
+        state_->commands.protocol_error(parser_.error(), out_.text());
         closing_ = true;
         break;
       }
@@ -182,17 +190,19 @@ private:
         });
   }
 
+  // The replies of every command run so far, in one gathered write: the
+  // answers to pipelined commands leave together, values straight from the
+  // store's buffers.
   void write() {
     arm(state_->limits.stall_timeout);
     sending_.swap(out_);
     out_.clear();
+    sending_.buffers(iov_);
     asio::async_write(
-        socket_, asio::buffer(sending_),
+        socket_, iov_, whole_writes,
         [self = shared_from_this()](const boost::system::error_code& ec, std::size_t /*n*/) {
-          self->sending_.clear();
-          if (self->sending_.capacity() > RespServer::kMaxPendingReply) {
-            self->sending_.shrink_to_fit(); // a large GET's reply goes
-          }
+          self->iov_.clear();
+          self->sending_.clear(); // a large GET's value goes
           if (ec) {
             self->shut();
             return;
@@ -220,10 +230,11 @@ private:
   RespSession session_;
   std::string peer_;
   std::string in_;
-  std::size_t start_ = 0;  // in_'s bytes before this are consumed
-  std::size_t wanted_ = 0; // parse again once in_ holds this many bytes
-  std::string out_;        // replies not yet being written
-  std::string sending_;    // the replies being written
+  std::size_t start_ = 0;               // in_'s bytes before this are consumed
+  std::size_t wanted_ = 0;              // parse again once in_ holds this many bytes
+  RespOut out_;                         // replies not yet being written
+  RespOut sending_;                     // the replies being written
+  std::vector<asio::const_buffer> iov_; // sending_'s pieces
   std::vector<std::string> args_;
   bool commanded_ = false; // a command was read: idle_timeout, not header_timeout
   bool closing_ = false;

@@ -9,6 +9,7 @@
 
 #include <kcache/cachekey/sha256.h>
 #include <kcache/client/client.h>
+#include <kcache/protocol/wire.h>
 
 #include <gtest/gtest.h>
 
@@ -87,6 +88,63 @@ TEST(HitPath, PipelinedGetsAreAnsweredInOrder) {
   EXPECT_NE(responses[1].find(big), std::string::npos);
   EXPECT_NE(responses[2].find("404 Not Found"), std::string::npos);
   EXPECT_NE(responses[3].find("gamma-bytes"), std::string::npos);
+}
+
+// On one keep-alive connection: a GET of a large artifact (its head and the
+// store's values in one gathered write), a HEAD, a GET of a small one (one
+// encoded body) and the large one again. Every answer's head and body arrive
+// whole and in order, and the connection stays open between them.
+TEST(HitPath, GatheredAndEncodedAnswersShareAKeepAliveConnection) {
+  KcachedProcess kcached({"--workers", "0"});
+  auto c = connect(kcached);
+  std::string big(200000, '\0'); // past GatheredBody::kGatherBytes, over several socket writes
+  for (std::size_t i = 0; i < big.size(); ++i) {
+    big[i] = static_cast<char>('a' + (i * 7) % 26);
+  }
+  ASSERT_TRUE(c->put("ka-big", {{"value", big}, {"log", "ok"}}));
+  ASSERT_TRUE(c->put("ka-small", {{"value", "small-bytes"}}));
+  const std::string digest = cachekey::to_hex(cachekey::Sha256::of(big));
+  const int fd = testing::connect_from(kcached.port());
+  ASSERT_GE(fd, 0);
+  auto exchange = [fd](const std::string& request) {
+    EXPECT_TRUE(testing::send_all(fd, request));
+    auto got = read_responses(fd, 1);
+    return got.empty() ? std::string() : got.front();
+  };
+  auto body_of = [](const std::string& response) {
+    return response.substr(response.find("\r\n\r\n") + 4);
+  };
+  auto check_head = [](const std::string& response, std::size_t body_bytes) {
+    EXPECT_EQ(response.rfind("HTTP/1.1 200 OK\r\n", 0), 0U);
+    EXPECT_NE(response.find("Content-Length: " + std::to_string(body_bytes) + "\r\n"),
+              std::string::npos);
+    EXPECT_EQ(response.find("Connection: close"), std::string::npos);
+  };
+  const std::string first = exchange(get_request("ka-big"));
+  auto parts = protocol::wire::decode_parts(body_of(first));
+  ASSERT_TRUE(parts.has_value());
+  ASSERT_EQ(parts->size(), 3U);
+  EXPECT_EQ((*parts)[0].name, "record");
+  EXPECT_TRUE((*parts)[1] == (protocol::wire::Part{"value", big}));
+  EXPECT_EQ((*parts)[2], (protocol::wire::Part{"log", "ok"}));
+  check_head(first, body_of(first).size());
+  EXPECT_NE(first.find("Content-Type: " + std::string(protocol::wire::kPartsContentType)),
+            std::string::npos);
+
+  const std::string head = exchange("HEAD /v1/cas/" + digest + " HTTP/1.1\r\nHost: x\r\n\r\n");
+  check_head(head, 0);
+  EXPECT_TRUE(head.ends_with("\r\n\r\n"));
+
+  const std::string small = exchange(get_request("ka-small"));
+  check_head(small, body_of(small).size());
+  parts = protocol::wire::decode_parts(body_of(small));
+  ASSERT_TRUE(parts.has_value());
+  ASSERT_EQ(parts->size(), 2U);
+  EXPECT_EQ((*parts)[1], (protocol::wire::Part{"value", "small-bytes"}));
+
+  // The same answer again, byte for byte: the record and the framing too.
+  EXPECT_TRUE(exchange(get_request("ka-big")) == first);
+  close(fd);
 }
 
 TEST(HitPath, AHitAfterAnOverwriteOrADeleteServesTheNewState) {

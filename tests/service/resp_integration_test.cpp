@@ -5,6 +5,7 @@
 // WRONGPASS, roles and namespace scopes as over HTTP).
 
 #include "kcached_process.h"
+#include "raw_http.h"
 #include "resp_test_support.h"
 #include "strong_token.h"
 
@@ -14,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 namespace kcache {
@@ -139,6 +141,59 @@ TEST_F(RespOpen, PipelinedRepliesComeInOrder) {
     ASSERT_EQ(redisGetReply(c.get(), &raw), REDIS_OK);
     EXPECT_EQ(text(Reply(static_cast<redisReply*>(raw))), "p" + std::to_string(i));
   }
+}
+
+// Several commands in one write, values on both sides of RespOut::kPieceBytes
+// (the large ones sent from the store's buffers): the replies arrive in
+// order and complete, byte for byte.
+TEST_F(RespOpen, PipelinedRepliesInOneWriteArriveByteForByte) {
+  std::string big(70000, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i) {
+    big[i] = static_cast<char>('a' + (i * 7) % 26);
+  }
+  const std::string edge(4096, 'e');
+  auto c = testing::redis_connect(port_);
+  ASSERT_EQ(text(command(c.get(), {"SET", "pipe-big", big})), "OK");
+  ASSERT_EQ(text(command(c.get(), {"SET", "pipe-edge", edge})), "OK");
+  ASSERT_EQ(text(command(c.get(), {"SET", "pipe-small", "tiny"})), "OK");
+  auto request = [](const std::vector<std::string>& args) {
+    std::string out = "*" + std::to_string(args.size()) + "\r\n";
+    for (const std::string& a : args) {
+      out += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
+    }
+    return out;
+  };
+  auto bulk = [](const std::string& v) {
+    return "$" + std::to_string(v.size()) + "\r\n" + v + "\r\n";
+  };
+  const std::string requests =
+      request({"GET", "pipe-big"}) + request({"GET", "pipe-small"}) +
+      request({"GET", "pipe-none"}) + request({"MGET", "pipe-edge", "pipe-none", "pipe-big"}) +
+      request({"PING"}) + request({"GET", "pipe-big"}) + request({"EXISTS", "pipe-edge"});
+  const std::string expected = bulk(big) + bulk("tiny") + "$-1\r\n" + "*3\r\n" + bulk(edge) +
+                               "$-1\r\n" + bulk(big) + "+PONG\r\n" + bulk(big) + ":1\r\n";
+  const int fd = testing::connect_from(port_);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(testing::send_all(fd, requests));
+  std::string got;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  char chunk[65536];
+  while (got.size() < expected.size() && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) {
+      continue;
+    }
+    const ssize_t n = recv(fd, chunk, sizeof chunk, 0);
+    if (n <= 0) {
+      break;
+    }
+    got.append(chunk, static_cast<std::size_t>(n));
+  }
+  close(fd);
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_TRUE(got == expected) << "the replies differ at byte "
+                               << std::mismatch(got.begin(), got.end(), expected.begin()).first -
+                                      got.begin();
 }
 
 TEST_F(RespOpen, LimitsAreEnforcedOnHeaders) {
