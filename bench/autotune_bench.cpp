@@ -1,10 +1,11 @@
-// autotune_bench: successive halving against exhaustive search, through a
+// autotune_bench: successive halving (as in session 28, and now with early
+// discard and no first-round warm-up) against exhaustive search, through a
 // real kcached on this CPU, for the blocked matmul search of
 // bench/autotune/matmul_search.json. The variants compile once (the first
 // search); each strategy is then a search job of its own that reuses them.
-// Printed as ratios, halving / exhaustive: the search's benchmark time, and
-// the winner's time (both winners as timed by the exhaustive search, so one
-// measurement decides).
+// Printed as ratios, halving / exhaustive, per round and their medians: the search's benchmark
+// time, and the winner's time (both winners as timed by the exhaustive search, so one measurement
+// decides).
 //
 //   autotune_bench [SEARCH.json] [--rounds N]
 
@@ -15,11 +16,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <vector>
 
 namespace {
 
@@ -32,12 +35,12 @@ struct Outcome {
   double wall_s = 0;
 };
 
-Outcome search(client::Client& c, json spec, const std::string& strategy, int round) {
-  spec["autotune"]["strategy"] = {{"kind", strategy}};
-  // A different search per round (the field is not read, but keys the search):
-  // every round benchmarks afresh, and compiles nothing.
-  spec["autotune"]["bench_round"] = round;
-  json body{{"key", "autotune-bench-" + strategy + "-" + std::to_string(round)}, {"spec", spec}};
+Outcome search(client::Client& c, json spec, const std::string& label, json strategy, int round) {
+  // A different search per round (the seed is read by random-k only, but it
+  // keys the search): every round benchmarks afresh, and compiles nothing.
+  strategy["seed"] = round + 1;
+  spec["autotune"]["strategy"] = std::move(strategy);
+  json body{{"key", "autotune-bench-" + label + "-" + std::to_string(round)}, {"spec", spec}};
   const auto start = std::chrono::steady_clock::now();
   auto res = c.request(client::HttpMethod::kPost, "/v1/jobs", body.dump(), "application/json");
   const json answer = res ? json::parse(res->body, nullptr, false) : json();
@@ -69,6 +72,22 @@ double time_of(const json& table, const std::string& id) {
   return 0;
 }
 
+std::size_t count_status(const json& table, const std::string& status) {
+  std::size_t n = 0;
+  for (const json& row : table["rows"]) {
+    n += row["status"] == status ? 1 : 0;
+  }
+  return n;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  if (v.empty()) {
+    return 0;
+  }
+  return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -94,27 +113,45 @@ int main(int argc, char** argv) {
   auto c = std::move(*client::Client::create(o));
 
   // The first search compiles the variants; its timing is not compared.
-  const Outcome warm = search(*c, spec, "exhaustive", 0);
-  std::printf("autotune_bench: %s, %zu variants (compiled once, in %.1f s with the first search)\n",
-              path.filename().c_str(), warm.table["rows"].size(), warm.wall_s);
-  std::printf("\n| round | exhaustive: search s | winner | halving: search s | winner | "
-              "search time ratio | winner time ratio |\n|---|---|---|---|---|---|---|\n");
-  double search_ratio_sum = 0, winner_ratio_sum = 0;
+  const json exhaustive{{"kind", "exhaustive"}};
+  // Halving as it was before early discard (session 28): a warm-up before
+  // the first round's single timed run, no discard.
+  const json halving_s28{{"kind", "halving"}, {"discard", 0}, {"first_warmup", 1}};
+  const json halving{{"kind", "halving"}}; // the defaults: discard 2x, no first warm-up
+  const Outcome warm = search(*c, spec, "exhaustive", exhaustive, 0);
+  std::printf("autotune_bench: %s, %zu variants: compiled (on the worker pool) and timed once in "
+              "%.1f s, of which %.1f s timing\n",
+              path.filename().c_str(), warm.table["rows"].size(), warm.wall_s,
+              warm.table["bench_seconds"].get<double>());
+  std::printf("\n| round | exhaustive: search s | runs | winner | halving (s28): search s | runs | "
+              "winner | halving: search s | runs | discarded | winner | search time ratio (s28 "
+              "/ now) | winner time ratio (s28 / now) |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::vector<double> search_old, search_new, winner_old, winner_new;
   for (int r = 1; r <= rounds; ++r) {
-    const Outcome ex = search(*c, spec, "exhaustive", r);
-    const Outcome hv = search(*c, spec, "halving", r);
-    const std::string ex_winner = ex.table["winner"], hv_winner = hv.table["winner"];
-    const double search_ratio =
-        hv.table["bench_seconds"].get<double>() / ex.table["bench_seconds"].get<double>();
-    const double winner_ratio = time_of(ex.table, hv_winner) / time_of(ex.table, ex_winner);
-    search_ratio_sum += search_ratio;
-    winner_ratio_sum += winner_ratio;
-    std::printf("| %d | %.2f | %s | %.2f | %s | %.2fx | %.2fx |\n", r,
-                ex.table["bench_seconds"].get<double>(), ex_winner.c_str(),
-                hv.table["bench_seconds"].get<double>(), hv_winner.c_str(), search_ratio,
-                winner_ratio);
+    const Outcome ex = search(*c, spec, "exhaustive", exhaustive, r);
+    const Outcome old = search(*c, spec, "halving-s28", halving_s28, r);
+    const Outcome hv = search(*c, spec, "halving", halving, r);
+    const std::string ex_winner = ex.table["winner"], old_winner = old.table["winner"],
+                      hv_winner = hv.table["winner"];
+    const double ex_s = ex.table["bench_seconds"].get<double>();
+    search_old.push_back(old.table["bench_seconds"].get<double>() / ex_s);
+    search_new.push_back(hv.table["bench_seconds"].get<double>() / ex_s);
+    winner_old.push_back(time_of(ex.table, old_winner) / time_of(ex.table, ex_winner));
+    winner_new.push_back(time_of(ex.table, hv_winner) / time_of(ex.table, ex_winner));
+    std::printf(
+        "| %d | %.2f | %zu | %s | %.2f | %zu | %s | %.2f | %zu | %zu | %s | %.2fx / %.2fx | "
+        "%.3fx / %.3fx |\n",
+        r, ex_s, ex.table["timed_runs"].get<std::size_t>(), ex_winner.c_str(),
+        old.table["bench_seconds"].get<double>(), old.table["timed_runs"].get<std::size_t>(),
+        old_winner.c_str(), hv.table["bench_seconds"].get<double>(),
+        hv.table["timed_runs"].get<std::size_t>(), count_status(hv.table, "discarded"),
+        hv_winner.c_str(), search_old.back(), search_new.back(), winner_old.back(),
+        winner_new.back());
   }
-  std::printf("\nmean over %d rounds, halving / exhaustive: search time %.2fx, winner time %.2fx\n",
-              rounds, search_ratio_sum / rounds, winner_ratio_sum / rounds);
+  std::printf("\nmedian over %d rounds, / exhaustive: halving (s28) search time %.2fx, winner "
+              "time %.3fx; halving search time %.2fx, winner time %.3fx\n",
+              rounds, median(search_old), median(winner_old), median(search_new),
+              median(winner_new));
   return 0;
 }

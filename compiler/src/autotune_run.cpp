@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <map>
 
 namespace kcache::compiler {
@@ -13,13 +14,32 @@ using nlohmann::json;
 
 namespace {
 
-// The search as the bench worker reads it, with this round's repeat count.
-std::string with_repeats(const std::string& search_json, int repeats) {
+// The search as the bench worker reads it, with this round's repeats and warm-up.
+std::string with_round(const std::string& search_json, int repeats, int warmup) {
   json doc = protocol::parse_json_or_discarded(search_json);
   if (doc.is_object() && doc.contains("benchmark")) {
     doc["benchmark"]["repeats"] = repeats;
+    doc["benchmark"]["warmup"] = warmup;
   }
   return protocol::json_text(doc);
+}
+
+std::string us_text(double us) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f us", us);
+  return text;
+}
+
+std::string factor_text(double f) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%gx", f);
+  return text;
+}
+
+std::string seconds_text(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", s);
+  return text;
 }
 
 } // namespace
@@ -28,6 +48,9 @@ TuningTable run_search(const AutotuneSearch& search, const Space& space,
                        const std::vector<CompiledVariant>& compiled,
                        const BenchRequest& request_base, const BenchFn& bench) {
   const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
   TuningTable table;
   std::map<std::string, std::size_t> row_of;
   for (const PrunedVariant& p : space.pruned) {
@@ -45,20 +68,37 @@ TuningTable run_search(const AutotuneSearch& search, const Space& space,
   }
 
   const bool halving = search.strategy.kind == Strategy::Kind::kHalving;
-  // Halving starts cheap (one timed run each) and gives the survivors eta
-  // times more per round, up to the benchmark's repeats.
+  // Halving starts cheap (one timed run each, by default without a warm-up)
+  // and gives the survivors eta times more per round, up to the benchmark's
+  // repeats.
   int repeats = halving ? 1 : search.benchmark.repeats;
+  int round = 0;
   while (!candidates.empty()) {
+    ++round;
     BenchRequest request = request_base;
-    request.search_json = with_repeats(request_base.search_json, repeats);
+    const int warmup =
+        halving && round == 1 ? search.strategy.first_warmup : search.benchmark.warmup;
+    request.search_json = with_round(request_base.search_json, repeats, warmup);
     request.variants = candidates;
     request.check = table.benchmarked == 0; // survivors were checked in the first round
     const std::vector<BenchResult> results = bench(request);
-    table.benchmarked += candidates.size();
-    table.timed_runs += candidates.size() * static_cast<std::size_t>(repeats);
     std::vector<std::pair<double, std::size_t>> ok; // (median, index into candidates)
+    bool cut = false;                               // some not timed: the budget ran out
     for (std::size_t i = 0; i < results.size() && i < candidates.size(); ++i) {
       TuningRow& row = table.rows[row_of.at(candidates[i].id)];
+      if (results[i].status == kNotTimed) {
+        // The budget ran out mid-round: a survivor keeps its last round's time.
+        cut = true;
+        row.error = results[i].error;
+        if (row.rounds == 0) {
+          row.status = kNotTimed;
+        } else {
+          ok.emplace_back(row.median_us, i);
+        }
+        continue;
+      }
+      ++table.benchmarked;
+      table.timed_runs += static_cast<std::size_t>(repeats);
       ++row.rounds;
       row.status = results[i].status;
       row.median_us = results[i].median_us;
@@ -69,30 +109,56 @@ TuningTable run_search(const AutotuneSearch& search, const Space& space,
       }
     }
     std::sort(ok.begin(), ok.end());
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!halving || ok.size() <= 1 || elapsed > search.budget.max_seconds) {
+    const bool more = halving && ok.size() > 1;
+    const bool budget_out = cut || elapsed() > search.budget.max_seconds;
+    if (budget_out && (cut || more)) {
+      table.stopped = "the budget of " + seconds_text(search.budget.max_seconds) +
+                      " ran out in round " + std::to_string(round) +
+                      (cut ? ", before every variant of it was timed" : "");
+    }
+    if (!more || budget_out) {
       if (!ok.empty()) {
         table.winner = candidates[ok.front().second].id;
       }
       break;
     }
-    // Successive halving: the fastest 1/eta go on, measured eta times longer.
-    const std::size_t keep = halving_keep(ok.size(), search.strategy.eta);
+    // Early discard: a variant far slower than the best is out, whatever the
+    // noise of a short round; then successive halving among the rest.
+    std::size_t close = ok.size();
+    if (search.strategy.discard > 0) {
+      const double limit = ok.front().first * search.strategy.discard;
+      close = static_cast<std::size_t>(
+          std::find_if(ok.begin(), ok.end(), [&](const auto& m) { return m.first > limit; }) -
+          ok.begin());
+    }
+    const std::size_t keep = halving_keep(close, search.strategy.eta);
     std::vector<BenchVariant> next;
     for (std::size_t r = 0; r < ok.size(); ++r) {
       BenchVariant& v = candidates[ok[r].second];
+      TuningRow& row = table.rows[row_of.at(v.id)];
       if (r < keep) {
         next.push_back(std::move(v));
+      } else if (r < close) {
+        row.status = "eliminated";
       } else {
-        table.rows[row_of.at(v.id)].status = "eliminated";
+        row.status = "discarded";
+        row.error = us_text(ok[r].first) + " in round " + std::to_string(round) + ", over " +
+                    factor_text(search.strategy.discard) + " the best (" +
+                    us_text(ok.front().first) + ")";
       }
     }
+    if (next.size() == 1) {
+      table.winner = next.front().id; // the last one standing needs no more runs
+      break;
+    }
+    // The last round (the finalists) gets the benchmark's repeats: discard
+    // shortens the schedule, and the winner is decided there.
+    const bool last = next.size() <= static_cast<std::size_t>(search.strategy.eta);
     candidates = std::move(next);
-    repeats = std::min(search.benchmark.repeats, repeats * search.strategy.eta);
+    repeats = last ? search.benchmark.repeats
+                   : std::min(search.benchmark.repeats, repeats * search.strategy.eta);
   }
-  table.bench_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  table.bench_seconds = elapsed();
   return table;
 }
 
@@ -114,6 +180,7 @@ json tuning_table_json(const TuningTable& table) {
               {"benchmarked", table.benchmarked},
               {"timed_runs", table.timed_runs},
               {"bench_seconds", table.bench_seconds},
+              {"stopped", table.stopped},
               {"rows", std::move(rows)}};
 }
 
@@ -126,6 +193,7 @@ tl::expected<TuningTable, std::string> tuning_table_from_json(const json& doc) {
     t.benchmarked = protocol::json_integer(doc, "benchmarked", std::size_t{0});
     t.timed_runs = protocol::json_integer(doc, "timed_runs", std::size_t{0});
     t.bench_seconds = doc.value("bench_seconds", 0.0);
+    t.stopped = doc.value("stopped", std::string());
     for (const json& r : doc.at("rows")) {
       TuningRow row;
       row.id = r.at("id").get<std::string>();

@@ -114,7 +114,8 @@ constexpr std::array<std::string_view, 8> kBenchmarkFields = {
 constexpr std::array<std::string_view, 7> kArgFields = {"buffer", "scalar", "dtype", "count",
                                                         "output", "seed",   "range"};
 constexpr std::array<std::string_view, 3> kLaunchFields = {"grid", "block", "shared_bytes"};
-constexpr std::array<std::string_view, 4> kStrategyFields = {"kind", "k", "seed", "eta"};
+constexpr std::array<std::string_view, 6> kStrategyFields = {"kind", "k",       "seed",
+                                                             "eta",  "discard", "first_warmup"};
 constexpr std::array<std::string_view, 2> kBudgetFields = {"max_variants", "max_seconds"};
 
 tl::expected<BenchmarkSpec, std::string> parse_benchmark(const json& doc) {
@@ -293,6 +294,13 @@ tl::expected<AutotuneSearch, std::string> parse_autotune(std::string_view json_t
     } else if (kind == "halving") {
       s.strategy.kind = Strategy::Kind::kHalving;
       s.strategy.eta = std::clamp(protocol::json_integer(strategy, "eta", 2), 2, 16);
+      s.strategy.discard = strategy.value("discard", s.strategy.discard);
+      if (s.strategy.discard != 0 && !(s.strategy.discard > 1)) {
+        return fail("strategy: discard is 0 (off) or a factor > 1, not " +
+                    std::to_string(s.strategy.discard));
+      }
+      s.strategy.first_warmup = std::clamp(
+          protocol::json_integer(strategy, "first_warmup", s.strategy.first_warmup), 0, 100);
     } else {
       return fail("unknown strategy '" + kind + "' (valid: exhaustive, random, halving)");
     }

@@ -4,9 +4,58 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <stop_token>
+#include <thread>
+
 namespace kcache::service {
 
 using nlohmann::json;
+
+namespace {
+
+// One round, stopped where the search's budget runs out (inside the round:
+// the bench worker is killed, as on a cancel). The variants it did not time
+// come back as not-timed, so the table says why they have no time.
+std::vector<compiler::BenchResult> bench_within(const JobRunner& runner,
+                                                const compiler::BenchRequest& request,
+                                                const std::stop_token& cancel,
+                                                std::chrono::steady_clock::time_point deadline,
+                                                double budget_seconds) {
+  std::stop_source stop;
+  const std::stop_callback forward(cancel, [&stop] { stop.request_stop(); });
+  std::atomic<bool> expired = false;
+  std::jthread timer([&](const std::stop_token& done) {
+    std::mutex mu;
+    std::condition_variable_any cv;
+    std::unique_lock lock(mu);
+    if (!cv.wait_until(lock, done, deadline, [] { return false; }) && !done.stop_requested()) {
+      expired = true;
+      stop.request_stop();
+    }
+  });
+  std::vector<compiler::BenchResult> results = runner.bench(request, stop.get_token());
+  timer.request_stop();
+  timer.join();
+  if (expired && !cancel.stop_requested()) {
+    char budget[32];
+    std::snprintf(budget, sizeof budget, "%g s", budget_seconds);
+    for (compiler::BenchResult& r : results) {
+      // Killed before (or while) it was timed: the runner's word for a stop.
+      if (r.status == "error" && r.error.starts_with("the job was cancelled")) {
+        r.status = compiler::kNotTimed;
+        r.error = std::string("not timed: the search's budget of ") + budget + " ran out";
+      }
+    }
+  }
+  return results;
+}
+
+} // namespace
 
 tl::expected<AutotuneCoordinator::Search, std::string>
 AutotuneCoordinator::parse(const std::string& spec_json) {
@@ -122,9 +171,13 @@ AutotuneCoordinator::benchmark(const std::string& id, const State& state,
     base.device = s.device;
     base.entry = s.base.name_expressions.front();
     base.reference = {"reference", s.search.benchmark.reference, *reference};
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(s.search.budget.max_seconds));
     table = compiler::run_search(
-        s.search, s.space, compiled, base,
-        [&](const compiler::BenchRequest& request) { return runner.bench(request, cancel); });
+        s.search, s.space, compiled, base, [&](const compiler::BenchRequest& request) {
+          return bench_within(runner, request, cancel, deadline, s.search.budget.max_seconds);
+        });
     if (!table.winner) {
       out.failure = "no variant ran correctly";
     }

@@ -2,8 +2,9 @@
 // The benchmarking half of an autotune search: given the compiled variants,
 // run the strategy's rounds (one for exhaustive and random-k; successive
 // halving times everyone once, keeps the fastest 1/eta per round and gives the
-// survivors eta times the repeats, up to the benchmark's), pick the fastest correct variant and
-// keep a row for every variant of the space, pruned and failed ones included: the tuning table.
+// survivors eta times the repeats, up to the benchmark's, after discarding those over `discard`
+// times the best), pick the fastest correct variant and keep a row for every variant of the
+// space, pruned, discarded, untimed and failed ones included: the tuning table.
 
 #include <kcache/compiler/autotune_spec.h>
 #include <kcache/compiler/bench_protocol.h>
@@ -20,7 +21,8 @@ namespace kcache::compiler {
 struct TuningRow {
   std::string id;
   Bindings params;
-  // pruned | compile-failed | ok | wrong | error | eliminated (halving)
+  // pruned | compile-failed | ok | wrong | error | eliminated (halving) |
+  // discarded (halving: too slow after a round) | not-timed (the budget ran out)
   std::string status;
   double median_us = 0;
   double max_error = 0;
@@ -34,11 +36,18 @@ struct TuningTable {
   std::size_t benchmarked = 0;       // variants benchmarked, summed over rounds
   std::size_t timed_runs = 0;        // timed calls, summed over rounds
   double bench_seconds = 0;
+  std::string stopped; // why the search ended before its strategy did; "" when it did not
 };
+
+// What a BenchFn answers for a variant it did not time because the search's
+// budget ran out (the error says so); run_search keeps the best measured.
+inline constexpr const char* kNotTimed = "not-timed";
 
 nlohmann::json tuning_table_json(const TuningTable& table);
 tl::expected<TuningTable, std::string> tuning_table_from_json(const nlohmann::json& doc);
 
+// Times a round. It may stop when the budget (search.budget.max_seconds from
+// run_search's start) runs out, answering kNotTimed for the variants left.
 using BenchFn = std::function<std::vector<BenchResult>(const BenchRequest&)>;
 
 struct CompiledVariant {

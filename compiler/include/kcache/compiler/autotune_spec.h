@@ -13,7 +13,8 @@
 //      "launch": {"grid": "ceil_div(M, BM)", "block": "BM", "shared_bytes": "0"},   // GPU
 //      "reference": {"BM": 16, "BK": 8, "U": 1},         // a variant known to be right
 //      "tolerance": 1e-3, "warmup": 1, "repeats": 5, "rotate": 2},
-//    "strategy": {"kind": "halving", "eta": 2} | {"kind": "random", "k": 8, "seed": 1}
+//    "strategy": {"kind": "halving", "eta": 2, "discard": 2, "first_warmup": 0}
+//                | {"kind": "random", "k": 8, "seed": 1}
 //                | {"kind": "exhaustive"},
 //    "budget": {"max_variants": 256, "max_seconds": 600}}
 //
@@ -67,6 +68,14 @@ struct Strategy {
   std::size_t k = 8;      // random: how many variants
   std::uint32_t seed = 1; // random: which ones
   int eta = 2;            // halving: keep 1/eta per round
+  // Halving: after a round, a variant slower than `discard` times the best so
+  // far is dropped (0: never). Most of an exhaustive search's time goes to
+  // the slow variants; a few runs tell them apart.
+  double discard = 2.0;
+  // Halving: warm-up calls per variant in the first round (one timed run,
+  // then the checked run). A cold call is good enough to tell 2x apart; later
+  // rounds use the benchmark's warm-up.
+  int first_warmup = 0;
 };
 
 struct Budget {
