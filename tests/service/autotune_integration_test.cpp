@@ -256,11 +256,90 @@ TEST(Autotune, ReductionUnrollAndHalvingMatchesExhaustive) {
   };
   EXPECT_EQ(status_in(te, th["winner"]), "ok");
   EXPECT_NE(status_in(th, te["winner"]), "compile-failed");
-  bool eliminated = false;
+  bool dropped = false; // by halving, or discarded early as clearly slower
   for (const json& row : th["rows"]) {
-    eliminated |= row["status"] == "eliminated";
+    dropped |= row["status"] == "eliminated" || row["status"] == "discarded";
   }
-  EXPECT_TRUE(eliminated) << th.dump(2);
+  EXPECT_TRUE(dropped) << th.dump(2);
+}
+
+// A kernel that takes MS milliseconds (it sleeps: the same on a loaded host).
+constexpr const char* kNap = R"(
+extern "C" int usleep(unsigned);
+extern "C" void nap(float* out, int n) {
+  usleep(MS * 1000);
+  out[0] = static_cast<float>(n);
+}
+)";
+
+json nap_spec(const json& ms, const json& strategy, const json& budget) {
+  json spec{{"backend", "cpp"},
+            {"source", {{"name", "nap.cpp"}, {"text", kNap}}},
+            {"name_expressions", {"nap"}},
+            {"options", {"-O1"}},
+            {"target", "x86-64-v2"},
+            {"output", "shared"},
+            {"autotune",
+             {{"params", {{"MS", ms}}},
+              {"benchmark",
+               {{"args",
+                 {{{"buffer", "out"}, {"count", "1"}, {"output", true}},
+                  {{"scalar", "7"}, {"dtype", "i32"}}}},
+                {"reference", {{"MS", 1}}},
+                {"warmup", 0},
+                {"repeats", 2}}},
+              {"strategy", strategy}}}};
+  if (!budget.is_null()) {
+    spec["autotune"]["budget"] = budget;
+  }
+  return spec;
+}
+
+const json& row_of(const json& table, const std::string& id) {
+  for (const json& row : table["rows"]) {
+    if (row["id"] == id) {
+      return row;
+    }
+  }
+  static const json kNone;
+  return kNone;
+}
+
+// Halving drops a variant made slow on purpose after its first timed run
+// (it is 100x the best, over the default 2x) and keeps the fastest.
+TEST(Autotune, EarlyDiscardDropsTheSlowVariantAndKeepsTheFastest) {
+  KcachedProcess kcached(worker_args());
+  auto c = connect(kcached.url());
+  const json job = run(*c, "kc1-nap-discard", nap_spec({1, 100}, {{"kind", "halving"}}, nullptr));
+  ASSERT_EQ(job["state"], "succeeded") << job.dump(2) << kcached.log();
+  const json t = table_of(*c, "kc1-nap-discard");
+  EXPECT_EQ(t["winner"], "MS=1") << t.dump(2);
+  const json& slow = row_of(t, "MS=100");
+  EXPECT_EQ(slow["status"], "discarded") << t.dump(2);
+  EXPECT_EQ(slow["rounds"], 1);
+  EXPECT_NE(slow.value("error", "").find("over 2x the best"), std::string::npos) << slow.dump();
+}
+
+// The budget runs out inside the (only) round of an exhaustive search: the
+// bench worker is stopped there, the best timed variant wins, and the table
+// says which variants were not timed and why.
+TEST(Autotune, TheBudgetStopsASearchInsideARoundAndSaysSo) {
+  KcachedProcess kcached(worker_args());
+  auto c = connect(kcached.url());
+  // Timed in order: MS=1 first (milliseconds), then 150-210 ms naps, three
+  // calls each (2 timed, 1 checked): about 3.8 s in all, over the 1 s budget.
+  const json job = run(*c, "kc1-nap-budget",
+                       nap_spec({1, 150, 160, 170, 180, 190, 200, 210}, {{"kind", "exhaustive"}},
+                                {{"max_seconds", 1}}));
+  ASSERT_EQ(job["state"], "succeeded") << job.dump(2) << kcached.log();
+  const json t = table_of(*c, "kc1-nap-budget");
+  EXPECT_EQ(t["winner"], "MS=1") << t.dump(2);
+  EXPECT_NE(t.value("stopped", "").find("budget of 1 s ran out in round 1"), std::string::npos)
+      << t.dump(2);
+  const json& last = row_of(t, "MS=210");
+  EXPECT_EQ(last["status"], "not-timed") << t.dump(2);
+  EXPECT_EQ(last.value("error", ""), "not timed: the search's budget of 1 s ran out");
+  EXPECT_LT(t["bench_seconds"].get<double>(), 3.5) << "stopped, not run to the end";
 }
 
 // Two nodes of different tuning classes share the cluster tier (a real
