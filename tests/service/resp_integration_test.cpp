@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <memory>
 
 namespace kcache {
 namespace {
@@ -30,18 +31,15 @@ using testing::text;
 class RespOpen : public ::testing::Test {
 protected:
   static void SetUpTestSuite() {
-    kcached_ = new KcachedProcess(
-        {"--resp-listen", "127.0.0.1:0", "--max-body-bytes", "1MiB", "--workers", "0"});
+    kcached_ = std::make_unique<KcachedProcess>(std::vector<std::string>{
+        "--resp-listen", "127.0.0.1:0", "--max-body-bytes", "1MiB", "--workers", "0"});
     port_ = testing::resp_port(*kcached_);
   }
-  static void TearDownTestSuite() {
-    delete kcached_; // NOLINT(cppcoreguidelines-owning-memory): suite-wide fixture
-    kcached_ = nullptr;
-  }
-  static KcachedProcess* kcached_;
+  static void TearDownTestSuite() { kcached_.reset(); }
+  static std::unique_ptr<KcachedProcess> kcached_; // suite-wide
   static int port_;
 };
-KcachedProcess* RespOpen::kcached_ = nullptr;
+std::unique_ptr<KcachedProcess> RespOpen::kcached_;
 int RespOpen::port_ = 0;
 
 TEST_F(RespOpen, EveryCommand) {
@@ -259,12 +257,13 @@ protected:
                         << sha256_line(strong_token("reader")) << "role = \"read\"\n"
                         << "[[tokens]]\nname = \"writer\"\n"
                         << sha256_line(strong_token("writer")) << "role = \"write\"\n";
-    kcached_ = new KcachedProcess({"--config", path, "--workers", "0"});
+    kcached_ = std::make_unique<KcachedProcess>(
+        std::vector<std::string>{"--config", path, "--workers", "0"});
     port_ = testing::resp_port(*kcached_);
   }
   static void TearDownTestSuite() {
-    delete kcached_; // NOLINT(cppcoreguidelines-owning-memory)
-    delete dir_;     // NOLINT(cppcoreguidelines-owning-memory)
+    kcached_.reset();
+    delete dir_; // NOLINT(cppcoreguidelines-owning-memory)
   }
   static testing::RedisConn as(const std::string& who) {
     auto c = testing::redis_connect(port_);
@@ -272,11 +271,11 @@ protected:
     return c;
   }
   static testing::TempDir* dir_;
-  static KcachedProcess* kcached_;
+  static std::unique_ptr<KcachedProcess> kcached_; // suite-wide
   static int port_;
 };
 testing::TempDir* RespTokens::dir_ = nullptr;
-KcachedProcess* RespTokens::kcached_ = nullptr;
+std::unique_ptr<KcachedProcess> RespTokens::kcached_;
 int RespTokens::port_ = 0;
 
 TEST_F(RespTokens, NoAuthBeforeAuth) {
