@@ -128,6 +128,7 @@ int main(int argc, char** argv) {
               "/ now) | winner time ratio (s28 / now) |\n"
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::vector<double> search_old, search_new, winner_old, winner_new;
+  json last_ex, last_old, last_new;
   for (int r = 1; r <= rounds; ++r) {
     const Outcome ex = search(*c, spec, "exhaustive", exhaustive, r);
     const Outcome old = search(*c, spec, "halving-s28", halving_s28, r);
@@ -135,6 +136,9 @@ int main(int argc, char** argv) {
     const std::string ex_winner = ex.table["winner"], old_winner = old.table["winner"],
                       hv_winner = hv.table["winner"];
     const double ex_s = ex.table["bench_seconds"].get<double>();
+    last_ex = ex.table["round_seconds"];
+    last_old = old.table["round_seconds"];
+    last_new = hv.table["round_seconds"];
     search_old.push_back(old.table["bench_seconds"].get<double>() / ex_s);
     search_new.push_back(hv.table["bench_seconds"].get<double>() / ex_s);
     winner_old.push_back(time_of(ex.table, old_winner) / time_of(ex.table, ex_winner));
@@ -149,6 +153,9 @@ int main(int argc, char** argv) {
         hv_winner.c_str(), search_old.back(), search_new.back(), winner_old.back(),
         winner_new.back());
   }
+  std::printf("\nlast round's bench seconds per search round: exhaustive %s; halving (s28) %s; "
+              "halving %s\n",
+              last_ex.dump().c_str(), last_old.dump().c_str(), last_new.dump().c_str());
   std::printf("\nmedian over %d rounds, / exhaustive: halving (s28) search time %.2fx, winner "
               "time %.3fx; halving search time %.2fx, winner time %.3fx\n",
               rounds, median(search_old), median(winner_old), median(search_new),

@@ -81,7 +81,9 @@ TuningTable run_search(const AutotuneSearch& search, const Space& space,
     request.search_json = with_round(request_base.search_json, repeats, warmup);
     request.variants = candidates;
     request.check = table.benchmarked == 0; // survivors were checked in the first round
+    const double round_start = elapsed();
     const std::vector<BenchResult> results = bench(request);
+    table.round_seconds.push_back(elapsed() - round_start);
     std::vector<std::pair<double, std::size_t>> ok; // (median, index into candidates)
     bool cut = false;                               // some not timed: the budget ran out
     for (std::size_t i = 0; i < results.size() && i < candidates.size(); ++i) {
@@ -181,6 +183,7 @@ json tuning_table_json(const TuningTable& table) {
               {"timed_runs", table.timed_runs},
               {"bench_seconds", table.bench_seconds},
               {"stopped", table.stopped},
+              {"round_seconds", table.round_seconds},
               {"rows", std::move(rows)}};
 }
 
@@ -194,6 +197,7 @@ tl::expected<TuningTable, std::string> tuning_table_from_json(const json& doc) {
     t.timed_runs = protocol::json_integer(doc, "timed_runs", std::size_t{0});
     t.bench_seconds = doc.value("bench_seconds", 0.0);
     t.stopped = doc.value("stopped", std::string());
+    t.round_seconds = doc.value("round_seconds", std::vector<double>());
     for (const json& r : doc.at("rows")) {
       TuningRow row;
       row.id = r.at("id").get<std::string>();
