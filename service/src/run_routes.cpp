@@ -1,7 +1,8 @@
 // The /v1/runs routes of RequestHandler: kcache.torch's compile reports, one
 // per process of a run (run_reports.h). A report is written with the write
 // role in its namespace and read with the read role; a namespace a token may
-// not read answers as if nothing were there.
+// not read answers as if nothing were there. Reports that cannot be reached
+// (cluster mode, Redis away) answer 503.
 
 #include "responses.h"
 
@@ -89,9 +90,13 @@ Response RequestHandler::list_runs(const Request& req, const RouteArgs& args) {
   const auto readable = [&who = args.who](std::string_view name) {
     return who.may(Role::kRead, name);
   };
+  const auto listed =
+      runs_->list(readable, ns, limit_of(args.query.get("limit")), protocol::unix_now_ms());
+  if (!listed) {
+    return error(req, http::status::service_unavailable, listed.error());
+  }
   json runs = json::array();
-  for (const RunSummary& summary :
-       runs_->list(readable, ns, limit_of(args.query.get("limit")), protocol::unix_now_ms())) {
+  for (const RunSummary& summary : *listed) {
     runs.push_back(to_json(summary));
   }
   return json_response(req, http::status::ok, json{{"runs", std::move(runs)}});
@@ -108,8 +113,14 @@ Response RequestHandler::show_run(const Request& req, const RouteArgs& args) {
   }
   const std::string& ns = (*names)[0];
   const std::string& run = (*names)[1];
-  const auto reports = args.who.may(Role::kRead, ns) ? runs_->get(ns, run, protocol::unix_now_ms())
-                                                     : std::map<std::string, std::string>{};
+  if (!args.who.may(Role::kRead, ns)) {
+    return error(req, http::status::not_found, "no run " + run + " in namespace " + ns);
+  }
+  const auto found = runs_->get(ns, run, protocol::unix_now_ms());
+  if (!found) {
+    return error(req, http::status::service_unavailable, found.error());
+  }
+  const std::map<std::string, std::string>& reports = *found;
   if (reports.empty()) {
     return error(req, http::status::not_found, "no run " + run + " in namespace " + ns);
   }

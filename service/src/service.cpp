@@ -6,6 +6,8 @@
 #include <kcache/service/lease_table_local.h>
 #include <kcache/service/lease_table_redis.h>
 #include <kcache/service/node_registry.h>
+#include <kcache/service/run_reports_local.h>
+#include <kcache/service/run_reports_redis.h>
 #include <kcache/service/service.h>
 #include <kcache/service/tls_context.h>
 #include <kcache/storage/redis_options.h>
@@ -74,17 +76,21 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
   // gone when the store checks whether the disk is full.
   // RocksDB asserts when it opens on a full disk: below this much free space
   // the reports stay in memory (the store has its own full-disk handling).
+  // In cluster mode they live in the cluster's Redis instead (below).
   constexpr std::uintmax_t kRunsMinFreeBytes = 64ULL << 20;
   const std::filesystem::space_info space = std::filesystem::space(config.data_dir, ec);
-  auto runs = !ec && space.available >= kRunsMinFreeBytes
-                  ? RunReports::open((std::filesystem::path(config.data_dir) / "runs").string())
-                  : tl::unexpected<std::string>("under 64 MiB free on the data dir's disk");
-  if (!runs) {
-    spdlog::error("run reports kept in memory only: {}", runs.error());
-    runs = RunReports::open("");
-  }
-  if (runs) {
-    service->runs_ = std::move(*runs);
+  if (!config.cluster.enabled) {
+    auto runs =
+        !ec && space.available >= kRunsMinFreeBytes
+            ? LocalRunReports::open((std::filesystem::path(config.data_dir) / "runs").string())
+            : tl::unexpected<std::string>("under 64 MiB free on the data dir's disk");
+    if (!runs) {
+      spdlog::error("run reports kept in memory only: {}", runs.error());
+      runs = LocalRunReports::open("");
+    }
+    if (runs) {
+      service->runs_ = std::move(*runs);
+    }
   }
   auto signing = Signing::create(config.signing, config.data_dir);
   if (!signing) {
@@ -188,6 +194,8 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
     cluster_redis = *redis;
     service->cluster_redis_ = storage::RedisClient::create(*redis);
     service->leases_ = std::make_unique<RedisLeaseTable>(*service->cluster_redis_, *redis);
+    // Every node lists the runs reported to any node.
+    service->runs_ = std::make_unique<RedisRunReports>(*service->cluster_redis_);
   } else {
     service->leases_ = std::make_unique<LocalLeaseTable>();
   }

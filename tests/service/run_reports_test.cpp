@@ -6,7 +6,7 @@
 #include "temp_dir.h"
 
 #include <kcache/service/request_handler.h>
-#include <kcache/service/run_reports.h>
+#include <kcache/service/run_reports_local.h>
 #include <kcache/service/tokens.h>
 #include <kcache/storage/memory_store.h>
 
@@ -28,7 +28,7 @@ protected:
     handler_.set_runs(runs_.get());
   }
 
-  Response call(http::verb method, std::string target, std::string body = {},
+  Response call(http::verb method, const std::string& target, std::string body = {},
                 const std::string& who = "a-writer") {
     Request req{method, target, 11};
     req.body() = std::move(body);
@@ -47,7 +47,7 @@ protected:
 
   storage::MemoryStore store_{1 << 20};
   MetricsRegistry metrics_;
-  std::unique_ptr<RunReports> runs_ = *RunReports::open("");
+  std::unique_ptr<RunReports> runs_ = *LocalRunReports::open("");
   RequestHandler handler_;
 };
 
@@ -117,7 +117,7 @@ TEST_F(RunRoutesTest, ListingsAreBounded) {
   EXPECT_EQ(json::parse(call(http::verb::get, "/v1/runs?limit=100000").body())["runs"].size(), 12U);
 }
 
-TEST(RunReports, KeepsAtMostItsLimitsAndSurvivesAReopen) {
+TEST(LocalRunReports, KeepsAtMostItsLimitsAndSurvivesAReopen) {
   testing::TempDir dir;
   const std::string path = (dir.path() / "runs").string();
   RunReportLimits limits;
@@ -125,22 +125,22 @@ TEST(RunReports, KeepsAtMostItsLimitsAndSurvivesAReopen) {
   limits.max_age_ms = 10'000;
   const auto all = [](std::string_view) { return true; };
   {
-    auto runs = *RunReports::open(path, limits);
+    auto runs = *LocalRunReports::open(path, limits);
     for (int i = 0; i < 5; ++i) {
       ASSERT_TRUE(runs->put("ns", "run-" + std::to_string(i), "0", json::object(), 1000 + i));
     }
-    const auto listed = runs->list(all, std::nullopt, 100, 2000);
+    const auto listed = *runs->list(all, std::nullopt, 100, 2000);
     ASSERT_EQ(listed.size(), 3U);
-    EXPECT_EQ(listed.front().run, "run-4");              // newest first
-    EXPECT_TRUE(runs->get("ns", "run-0", 2000).empty()); // the oldest went first
+    EXPECT_EQ(listed.front().run, "run-4");               // newest first
+    EXPECT_TRUE(runs->get("ns", "run-0", 2000)->empty()); // the oldest went first
   }
-  auto reopened = *RunReports::open(path, limits);
-  EXPECT_EQ(reopened->list(all, std::nullopt, 100, 2000).size(), 3U);
-  EXPECT_EQ(reopened->get("ns", "run-4", 2000).at("0"), "{}");
+  auto reopened = *LocalRunReports::open(path, limits);
+  EXPECT_EQ(reopened->list(all, std::nullopt, 100, 2000)->size(), 3U);
+  EXPECT_EQ(reopened->get("ns", "run-4", 2000)->at("0"), "{}");
   // Past the age limit: no longer listed, and dropped at the next put.
-  EXPECT_TRUE(reopened->list(all, std::nullopt, 100, 1000 + 20'000).empty());
+  EXPECT_TRUE(reopened->list(all, std::nullopt, 100, 1000 + 20'000)->empty());
   ASSERT_TRUE(reopened->put("ns", "new", "0", json::object(), 1000 + 20'000));
-  EXPECT_EQ(reopened->list(all, std::nullopt, 100, 1000 + 20'000).size(), 1U);
+  EXPECT_EQ(reopened->list(all, std::nullopt, 100, 1000 + 20'000)->size(), 1U);
 }
 
 } // namespace

@@ -1,9 +1,11 @@
 #pragma once
 // Compile reports of torch.compile runs (kcache.torch's _report.py): one JSON
-// document per process of a run, under (namespace, run, rank). Kept in their
-// own RocksDB database (<data_dir>/runs), as the job journal is, or in memory
-// for a handler without one. Bounded: a report's size, the number of reports
-// and their bytes, and their age; the oldest go first.
+// document per process of a run, under (namespace, run, rank). RunReports is
+// what the /v1/runs routes see; LocalRunReports (run_reports_local.h) keeps
+// them on this node, RedisRunReports (run_reports_redis.h) in the cluster's
+// Redis, so every node lists every run. Both bound the same things: a report's
+// size, the number of reports and their bytes, and their age; the oldest go
+// first.
 
 #include <nlohmann/json.hpp>
 #include <tl/expected.hpp>
@@ -11,16 +13,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-namespace rocksdb {
-class DB;
-}
 
 namespace kcache::service {
 
@@ -50,56 +46,59 @@ nlohmann::json to_json(const RunSummary& summary);
 // A name of a namespace, run or rank: 1-128 of [A-Za-z0-9._:+=-].
 bool is_valid_run_name(std::string_view name);
 
+// What an implementation keeps of one report besides its text: what listings
+// need, taken once at put.
+struct RunReportEntry {
+  std::string ns, run, rank;
+  std::int64_t stored_ms = 0;
+  std::uint64_t bytes = 0;
+  nlohmann::json summary; // started_ms, host, compile_seconds, hits, misses, ...
+
+  // (ns, run, rank) joined by a separator no valid name holds: ids sort by
+  // run, and one run's ranks share the prefix id_of(ns, run, "").
+  static std::string id_of(std::string_view ns, std::string_view run, std::string_view rank);
+  // `report` is the parsed JSON object whose text is `bytes` long.
+  static RunReportEntry make(const std::string& ns, const std::string& run, const std::string& rank,
+                             const nlohmann::json& report, std::uint64_t bytes,
+                             std::int64_t now_ms);
+  nlohmann::json to_json() const;
+  static tl::expected<RunReportEntry, std::string> from_json(const nlohmann::json& j);
+};
+
+// Which namespaces a caller may read.
+using RunNamespaceFilter = std::function<bool(std::string_view)>;
+
+// The runs of `entries` (in id order) that are not past `max_age_ms`, in the
+// namespaces `readable` accepts (only `ns` when set), newest first, at most
+// `limit`: what both implementations' list() answer.
+std::vector<RunSummary> summarize_runs(const std::vector<const RunReportEntry*>& entries,
+                                       const RunNamespaceFilter& readable,
+                                       const std::optional<std::string>& ns, std::size_t limit,
+                                       std::int64_t now_ms, std::int64_t max_age_ms);
+
 class RunReports {
 public:
-  // `path` empty: in memory only.
-  static tl::expected<std::unique_ptr<RunReports>, std::string> open(const std::string& path,
-                                                                     RunReportLimits limits = {});
-  ~RunReports();
+  RunReports() = default;
+  virtual ~RunReports() = default;
   RunReports(const RunReports&) = delete;
   RunReports& operator=(const RunReports&) = delete;
 
-  const RunReportLimits& limits() const { return limits_; }
+  virtual const RunReportLimits& limits() const = 0;
 
   // Stores (or replaces) one rank's report, then drops the oldest reports
-  // beyond the limits. `report` is a parsed JSON object.
-  tl::expected<void, std::string> put(const std::string& ns, const std::string& run,
-                                      const std::string& rank, const nlohmann::json& report,
-                                      std::int64_t now_ms);
+  // beyond the limits. `report` is a parsed JSON object. An error: the
+  // reports cannot be reached now (the route answers 503).
+  virtual tl::expected<void, std::string> put(const std::string& ns, const std::string& run,
+                                              const std::string& rank, const nlohmann::json& report,
+                                              std::int64_t now_ms) = 0;
   // Runs in the namespaces `readable` accepts (only `ns` when set), newest
   // first, at most `limit`.
-  std::vector<RunSummary> list(const std::function<bool(std::string_view)>& readable,
-                               const std::optional<std::string>& ns, std::size_t limit,
-                               std::int64_t now_ms) const;
+  virtual tl::expected<std::vector<RunSummary>, std::string>
+  list(const RunNamespaceFilter& readable, const std::optional<std::string>& ns, std::size_t limit,
+       std::int64_t now_ms) const = 0;
   // Every rank's report of one run: rank -> the report's JSON text.
-  std::map<std::string, std::string> get(const std::string& ns, const std::string& run,
-                                         std::int64_t now_ms) const;
-
-  struct PrivateTag {
-    explicit PrivateTag() = default;
-  };
-  RunReports(PrivateTag, std::unique_ptr<rocksdb::DB> db, RunReportLimits limits);
-
-private:
-  struct Entry {
-    std::string ns, run, rank;
-    std::int64_t stored_ms = 0;
-    std::uint64_t bytes = 0;
-    nlohmann::json summary; // started_ms, host, compile_seconds, hits, misses, ...
-  };
-  static std::string id_of(std::string_view ns, std::string_view run, std::string_view rank);
-  static nlohmann::json entry_to_json(const Entry& entry);
-  void load();
-  void erase_locked(const std::string& id);
-  void evict_locked(std::int64_t now_ms);
-  bool expired(const Entry& entry, std::int64_t now_ms) const;
-
-  std::unique_ptr<rocksdb::DB> db_;
-  RunReportLimits limits_;
-  mutable std::mutex mu_;
-  std::map<std::string, Entry> index_;           // id -> entry; ids sort by (ns, run, rank)
-  std::map<std::string, std::string> in_memory_; // id -> report text, without a database
-  std::uint64_t total_bytes_ = 0;
+  virtual tl::expected<std::map<std::string, std::string>, std::string>
+  get(const std::string& ns, const std::string& run, std::int64_t now_ms) const = 0;
 };
 
 } // namespace kcache::service
