@@ -9,6 +9,7 @@
 #include <kcache/protocol/admin.h>
 #include <kcache/protocol/build_info.h>
 #include <kcache/protocol/wire.h>
+#include <kcache/service/key_namespace.h>
 #include <kcache/service/request_handler.h>
 #include <kcache/storage/maintenance.h>
 
@@ -67,6 +68,20 @@ storage::CounterSnapshot since(const storage::CounterSnapshot& now,
           minus(now.no_space, zero.no_space)};
 }
 
+// A record's namespace (key_namespace.h); a kc1- key's is in its stored
+// manifest, peeked: listing is not using.
+std::string namespace_of(storage::ArtifactStore& artifacts, std::string_view key) {
+  const KeyScope scope = key_scope(key);
+  if (scope.kind != KeyScope::Kind::kManifest) {
+    return std::string(scope.ns);
+  }
+  auto record = artifacts.peek_record(key);
+  if (!record || !record->has_value() || !(*record)->manifest) {
+    return "";
+  }
+  return (*record)->manifest->ns;
+}
+
 // verify, gc and zeroing the stats act on every namespace.
 std::optional<Response> needs_admin_everywhere(const Request& req, const Principal& who) {
   if (who.may_everywhere(Role::kAdmin)) {
@@ -114,6 +129,14 @@ Response RequestHandler::entries(const Request& req, const RouteArgs& args) {
       return error(req, http::status::bad_request, "limit must be a non-negative integer");
     }
   }
+  // ?offset= pages through the sorted listing (the dashboard's pages).
+  std::size_t offset = 0;
+  if (const std::string o = query.get("offset"); !o.empty()) {
+    const auto [ptr, ec] = std::from_chars(o.data(), o.data() + o.size(), offset);
+    if (ec != std::errc() || ptr != o.data() + o.size()) {
+      return error(req, http::status::bad_request, "offset must be a non-negative integer");
+    }
+  }
   const std::string sort = query.get("sort", "last_access");
   if (sort != "size" && sort != "last_access" && sort != "created" && sort != "key" &&
       sort != "hits") {
@@ -132,25 +155,34 @@ Response RequestHandler::entries(const Request& req, const RouteArgs& args) {
       return info.area == Area::kAction && !may_read_key(args.who, artifacts_, info.key);
     });
   }
-  std::sort(items.begin(), items.end(),
-            [&](const storage::ObjectInfo& a, const storage::ObjectInfo& b) {
-              if (sort == "size") {
-                return a.size > b.size;
-              }
-              if (sort == "created") {
-                return a.created_ms > b.created_ms;
-              }
-              if (sort == "key") {
-                return a.key < b.key;
-              }
-              if (sort == "hits") {
-                return a.hits > b.hits;
-              }
-              return a.last_access_ms > b.last_access_ms;
-            });
+  // ?namespace=: the action records of that namespace only.
+  if (const std::string ns = query.get("namespace"); !ns.empty()) {
+    std::erase_if(items, [&](const storage::ObjectInfo& info) {
+      return info.area != Area::kAction || namespace_of(artifacts_, info.key) != ns;
+    });
+  }
+  // Only the page is put in order: a page of a large store costs one pass.
+  offset = std::min(offset, items.size());
+  const std::size_t end = offset + std::min(limit, items.size() - offset);
+  std::partial_sort(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(end), items.end(),
+                    [&](const storage::ObjectInfo& a, const storage::ObjectInfo& b) {
+                      if (sort == "size") {
+                        return a.size > b.size;
+                      }
+                      if (sort == "created") {
+                        return a.created_ms > b.created_ms;
+                      }
+                      if (sort == "key") {
+                        return a.key < b.key;
+                      }
+                      if (sort == "hits") {
+                        return a.hits > b.hits;
+                      }
+                      return a.last_access_ms > b.last_access_ms;
+                    });
   protocol::EntryList out;
   out.total = items.size();
-  for (std::size_t i = 0; i < items.size() && i < limit; ++i) {
+  for (std::size_t i = offset; i < end; ++i) {
     out.entries.push_back(summary_of(items[i]));
     if (items[i].area == Area::kAction) {
       out.entries.back().artifact_size = artifact_size(items[i].key);

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <condition_variable>
 
 namespace kcache::service {
 
@@ -51,6 +52,17 @@ RequestHandler::RequestHandler(storage::Store& store, std::vector<TierView> tier
                                              "Time to handle a request",
                                              {{"route", std::string(label)}}));
   }
+  history_clock_ = std::jthread([this](const std::stop_token& stop) {
+    std::mutex mu;
+    std::condition_variable_any wake; // only the stop wakes it early
+    std::unique_lock lock(mu);
+    while (!wake.wait_for(lock, stop, std::chrono::seconds(5),
+                          [&] { return stop.stop_requested(); })) {
+      if (const std::int64_t now_ms = storage::unix_now_ms(); history_.due(now_ms)) {
+        history_.record(now_ms, store_.counters());
+      }
+    }
+  });
 }
 
 void RequestHandler::record_metrics(std::string_view label, http::verb method, unsigned status,
@@ -154,6 +166,11 @@ RequestHandler::Prepared RequestHandler::prepare(const Request& request) const {
 
 Response RequestHandler::respond_now(const Request& request, const Prepared& prepared) {
   const auto start = std::chrono::steady_clock::now();
+  // Before this request counts: what the store counted since the last one
+  // lands in that one's minute (stats_history.h).
+  if (const std::int64_t now_ms = storage::unix_now_ms(); history_.due(now_ms)) {
+    history_.record(now_ms, store_.counters());
+  }
   Response response =
       prepared.rejected
           ? *prepared.rejected

@@ -21,6 +21,7 @@ std::span<const Route> route_table() {
       Route{verb::get, "/metrics", kRead, "metrics", &RH::metrics_text},
       Route{verb::get, "/v1/stats", kRead, "stats", &RH::stats},
       Route{verb::post, "/v1/stats/zero", kAdmin, "stats_zero", &RH::zero_stats},
+      Route{verb::get, "/v1/stats/history", kRead, "stats_history", &RH::stats_history},
       Route{verb::get, "/v1/ac/{key}", kRead, "ac", &RH::action},
       Route{verb::head, "/v1/ac/{key}", kRead, "ac", &RH::action},
       Route{verb::put, "/v1/ac/{key}", kWrite, "ac", &RH::action},
@@ -48,6 +49,9 @@ std::span<const Route> route_table() {
       Route{verb::get, "/v1/runs", kRead, "runs", &RH::list_runs},
       Route{verb::get, "/v1/runs/{run}", kRead, "run", &RH::show_run},
       Route{verb::put, "/v1/runs/{run}", kWrite, "run", &RH::put_run},
+      // The dashboard: its pages check the token themselves (ui_routes.cpp).
+      Route{verb::get, "/ui/", std::nullopt, "ui", &RH::ui_file},
+      Route{verb::get, "/ui/{file}", std::nullopt, "ui", &RH::ui_file},
   };
   return kTable;
 }

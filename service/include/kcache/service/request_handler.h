@@ -10,6 +10,7 @@
 #include <kcache/service/lookup_metrics.h>
 #include <kcache/service/metrics.h>
 #include <kcache/service/piece_body.h>
+#include <kcache/service/stats_history.h>
 #include <kcache/service/tokens.h>
 #include <kcache/storage/artifact_store.h>
 #include <kcache/storage/record_signer.h>
@@ -24,6 +25,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <span>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -141,6 +143,9 @@ private:
                     const Responder& respond);
   // The cluster's nodes (node_routes.cpp).
   Response nodes(const Request& request, const RouteArgs& args);
+  // The dashboard (ui_routes.cpp): its embedded files and per-minute history.
+  Response ui_file(const Request& request, const RouteArgs& args);
+  Response stats_history(const Request& request, const RouteArgs& args);
   // kcache.torch's compile reports (run_routes.cpp).
   Response put_run(const Request& request, const RouteArgs& args);
   Response list_runs(const Request& request, const RouteArgs& args);
@@ -173,6 +178,8 @@ private:
   RunReports* runs_ = nullptr;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   LookupMetrics lookups_{metrics_};
+  // Per-minute differences of store_.counters(), for the dashboard's charts.
+  StatsHistory history_;
   std::unique_ptr<const AccessLog> access_log_ = std::make_unique<AccessLog>();
   // POST /v1/stats/zero: the counters then, which /v1/stats subtracts.
   // /metrics keeps counting from start-up (Prometheus counters only reset
@@ -184,6 +191,9 @@ private:
   };
   mutable std::mutex zero_mu_;
   StatsZero zero_;
+  // Records the history every few seconds too: RESP commands and compile
+  // jobs count in the store without an HTTP request. Last: stops first.
+  std::jthread history_clock_;
 };
 
 } // namespace kcache::service

@@ -1,0 +1,231 @@
+// Shared by the dashboard's pages: the token, fetches, formatting and the SVG
+// line chart. No libraries and no inline code (the CSP forbids both); data is
+// put into the page as text, never as HTML.
+'use strict';
+
+const kcache = (() => {
+  const TOKEN = 'kcache.token';
+  const SVG = 'http://www.w3.org/2000/svg';
+  let onReady = null;
+
+  const el = (id) => document.getElementById(id);
+
+  function token() {
+    return sessionStorage.getItem(TOKEN) || '';
+  }
+
+  class HttpError extends Error {
+    constructor(status, message) {
+      super(message);
+      this.status = status;
+    }
+  }
+
+  // GET `path` with the token; JSON (or text) back, HttpError otherwise.
+  async function api(path, { text = false } = {}) {
+    const headers = {};
+    if (token()) {
+      headers.Authorization = 'Bearer ' + token();
+    }
+    const response = await fetch(path, { headers, cache: 'no-store' });
+    if (!response.ok) {
+      let message = response.status + ' ' + response.statusText;
+      try {
+        message = (await response.json()).error || message;
+      } catch (e) { /* not JSON */ }
+      throw new HttpError(response.status, message);
+    }
+    return text ? response.text() : response.json();
+  }
+
+  function showSignIn(message) {
+    el('content').hidden = true;
+    el('signin').hidden = false;
+    el('signin-error').textContent = message || '';
+    el('token').focus();
+  }
+
+  function showError(error) {
+    if (error instanceof HttpError && error.status === 401) {
+      showSignIn(token() ? 'That token was refused: ' + error.message : '');
+      return;
+    }
+    const box = el('error');
+    box.textContent = String(error.message || error);
+    box.hidden = false;
+  }
+
+  function clearError() {
+    el('error').hidden = true;
+  }
+
+  // Runs the page's `load` now and after a token is given.
+  function start(load) {
+    onReady = async () => {
+      try {
+        clearError();
+        await load();
+        el('signin').hidden = true;
+        el('content').hidden = false;
+        el('signout').hidden = !token();
+      } catch (error) {
+        showError(error);
+      }
+    };
+    el('signin').addEventListener('submit', (event) => {
+      event.preventDefault();
+      sessionStorage.setItem(TOKEN, el('token').value.trim());
+      el('token').value = '';
+      onReady();
+    });
+    el('signout').addEventListener('click', () => {
+      sessionStorage.removeItem(TOKEN);
+      showSignIn('');
+      el('signout').hidden = true;
+    });
+    // kcached answered this page 401 (tokens configured, none sent): ask for
+    // one before any fetch that would be refused too.
+    const page = performance.getEntriesByType('navigation')[0];
+    if (!token() && page && page.responseStatus === 401) {
+      showSignIn('');
+      return;
+    }
+    onReady();
+  }
+
+  function count(n) {
+    return n === null || n === undefined ? '–' : Number(n).toLocaleString('en-US');
+  }
+
+  function bytes(n) {
+    if (n === null || n === undefined) {
+      return '–';
+    }
+    const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+    let v = Number(n);
+    let u = 0;
+    while (v >= 1024 && u < units.length - 1) {
+      v /= 1024;
+      u += 1;
+    }
+    return (u === 0 ? v.toFixed(0) : v.toFixed(v < 10 ? 2 : 1)) + ' ' + units[u];
+  }
+
+  function ratio(hits, misses) {
+    const all = hits + misses;
+    return all > 0 ? (100 * hits / all).toFixed(1) + ' %' : '–';
+  }
+
+  function time(ms) {
+    if (!ms) {
+      return '–';
+    }
+    return new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC');
+  }
+
+  function duration(seconds) {
+    const s = Math.floor(seconds);
+    const d = Math.floor(s / 86400);
+    const h = Math.floor((s % 86400) / 3600);
+    const m = Math.floor((s % 3600) / 60);
+    return d > 0 ? `${d} d ${h} h` : h > 0 ? `${h} h ${m} min` : `${m} min ${s % 60} s`;
+  }
+
+  // <dt>/<dd> pairs into `dl`, replacing what it held.
+  function facts(dl, pairs) {
+    dl.replaceChildren();
+    for (const [name, value, id] of pairs) {
+      const dt = document.createElement('dt');
+      dt.textContent = name;
+      const dd = document.createElement('dd');
+      dd.textContent = value;
+      if (id) {
+        dd.id = id;
+      }
+      dl.append(dt, dd);
+    }
+  }
+
+  // A table row of text cells; a cell may be a Node instead of text.
+  function row(cells, numeric = []) {
+    const tr = document.createElement('tr');
+    cells.forEach((cell, i) => {
+      const td = document.createElement('td');
+      if (cell instanceof Node) {
+        td.append(cell);
+      } else {
+        td.textContent = cell;
+      }
+      if (numeric.includes(i)) {
+        td.className = 'num';
+      }
+      tr.append(td);
+    });
+    return tr;
+  }
+
+  function svg(name, attrs) {
+    const node = document.createElementNS(SVG, name);
+    for (const [k, v] of Object.entries(attrs)) {
+      node.setAttribute(k, v);
+    }
+    return node;
+  }
+
+  // A line per series over minutes: [{name, cls, values}], values oldest
+  // first, one per minute ending at `endMs`.
+  // Drawn at the box's width, so its text keeps its size on a phone; drawn
+  // again when the window's width changes.
+  function lineChart(box, series, endMs) {
+    box.kcacheChart = () => lineChart(box, series, endMs);
+    const W = Math.max(280, Math.round(box.clientWidth || 800));
+    const H = W < 500 ? 200 : 240;
+    const pad = { left: 48, right: 12, top: 30, bottom: 28 };
+    const n = Math.max(1, ...series.map((s) => s.values.length));
+    const top = Math.max(1, ...series.flatMap((s) => s.values));
+    const x = (i) => pad.left + (n === 1 ? 0 : (i * (W - pad.left - pad.right)) / (n - 1));
+    const y = (v) => H - pad.bottom - (v * (H - pad.top - pad.bottom)) / top;
+    const chart = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', class: 'line-chart' });
+    const title = svg('title', {});
+    title.textContent = series.map((s) => s.name).join(' and ') + ' per minute';
+    chart.append(title);
+    for (const frac of [0, 0.5, 1]) { // grid lines with their values
+      const v = top * frac;
+      chart.append(svg('line', { x1: pad.left, x2: W - pad.right, y1: y(v), y2: y(v), class: 'grid' }));
+      const label = svg('text', { x: pad.left - 6, y: y(v) + 4, class: 'axis', 'text-anchor': 'end' });
+      label.textContent = count(Math.round(v));
+      chart.append(label);
+    }
+    const minutes = n;
+    for (const [i, anchor] of [[0, 'start'], [n - 1, 'end']]) {
+      const label = svg('text', { x: x(i), y: H - 8, class: 'axis', 'text-anchor': anchor });
+      label.textContent = i === 0 ? `${minutes} min ago` : 'now';
+      chart.append(label);
+    }
+    const legend = svg('g', { class: 'legend' });
+    series.forEach((s, k) => {
+      const points = s.values.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(' ');
+      chart.append(svg('polyline', { points, class: 'series ' + s.cls, 'data-series': s.name }));
+      const item = svg('text', { x: pad.left + 80 * k, y: 14, class: 'legend-item ' + s.cls });
+      item.textContent = '● ' + s.name;
+      legend.append(item);
+    });
+    chart.append(legend);
+    chart.setAttribute('data-end', String(endMs));
+    box.replaceChildren(chart);
+  }
+
+  let resized = null;
+  window.addEventListener('resize', () => {
+    clearTimeout(resized);
+    resized = setTimeout(() => {
+      for (const box of document.querySelectorAll('.chart')) {
+        if (box.kcacheChart) {
+          box.kcacheChart();
+        }
+      }
+    }, 100);
+  });
+
+  return { api, start, count, bytes, ratio, time, duration, facts, row, lineChart, el, HttpError };
+})();
