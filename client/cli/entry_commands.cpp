@@ -120,8 +120,8 @@ int cmd_ls(Cli& cli) {
   const std::int64_t now = unix_now_ms();
   for (const client::EntrySummary& e : list->entries) {
     t.row({e.area, e.key, e.artifact_size ? protocol::format_size(*e.artifact_size) : "-",
-           protocol::format_size(e.size), std::to_string(e.hits),
-           format_age(e.last_access_ms, now), format_age(e.created_ms, now)});
+           protocol::format_size(e.size), std::to_string(e.hits), format_age(e.last_access_ms, now),
+           format_age(e.created_ms, now)});
   }
   std::cout << t.render() << list->entries.size() << " of " << list->total << " entries\n";
   return kOk;
