@@ -30,6 +30,7 @@
     const pairs = [
       ['producer', entry.producer || '–'],
       ['created', time(entry.created_ms)],
+      ['size', bytes(storage.artifact_size)],
       ['stored size', bytes(storage.size)],
       ['hits', count(storage.hits)],
       ['last access', time(storage.last_access_ms)],
@@ -70,10 +71,10 @@
     const body = el('entries').tBodies[0];
     body.replaceChildren();
     for (const e of list.entries) {
-      body.append(row([keyCell(e), e.area, bytes(e.size), count(e.hits), time(e.last_access_ms)], [2, 3]));
+      body.append(row([keyCell(e), e.area, bytes(e.artifact_size), bytes(e.size), count(e.hits), time(e.last_access_ms)], [2, 3, 4]));
     }
     if (list.entries.length === 0) {
-      const empty = row(['no entries match', '', '', '', '']);
+      const empty = row(['no entries match', '', '', '', '', '']);
       empty.className = 'empty';
       body.append(empty);
     }

@@ -247,10 +247,14 @@ def test_pages_in_chromium(server, browser):
     driver.find_element(By.ID, "namespace").send_keys("other")
     driver.find_element(By.CSS_SELECTOR, "#search button[type=submit]").click()
     _wait(driver, lambda: "of 3 entries" in _text(driver, "summary"), "the namespace search")
+    # SIZE is the artifact's (kernel0 holds 1000 bytes), STORED its record's.
+    first = driver.find_elements(By.CSS_SELECTOR, "#entries tbody tr")[0].find_elements(By.TAG_NAME, "td")
+    assert first[2].text == "1000 B", [td.text for td in first]
     driver.find_elements(By.CSS_SELECTOR, "#entries tbody button.key")[0].click()
     _wait(driver, lambda: driver.find_element(By.ID, "detail").is_displayed(), "an entry's record")
     assert _text(driver, "detail-key").startswith("triton:other:kernel")
     assert "test_dashboard" in _text(driver, "detail-facts")
+    assert "1000 B" in _text(driver, "detail-facts")
     assert _console_errors(driver) == []
     _shots(driver, "entries")
 
