@@ -41,8 +41,19 @@ constexpr const char* kSearch = R"json({
   }
 })json";
 
-TEST(BenchRunner, TimesVariantsAndIsolatesWrongAndCrashingOnes) {
-  auto search = parse_autotune(kSearch);
+// The search with `warmup` warm-up calls: the checked outputs come from a
+// warm-up call, or without one from the first timed run.
+std::string search_with_warmup(int warmup) {
+  std::string json = kSearch;
+  const std::string from = "\"warmup\": 1";
+  json.replace(json.find(from), from.size(), "\"warmup\": " + std::to_string(warmup));
+  return json;
+}
+
+class BenchRunnerWarmup : public ::testing::TestWithParam<int> {};
+
+TEST_P(BenchRunnerWarmup, TimesVariantsAndIsolatesWrongAndCrashingOnes) {
+  auto search = parse_autotune(search_with_warmup(GetParam()));
   ASSERT_TRUE(search.has_value()) << search.error();
   auto space = expand(*search);
   ASSERT_TRUE(space.has_value());
@@ -90,6 +101,11 @@ TEST(BenchRunner, TimesVariantsAndIsolatesWrongAndCrashingOnes) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(BenchRunner, BenchRunnerWarmup, ::testing::Values(1, 0),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? std::string("NoWarmup") : std::string("Warmup");
+                         });
 
 TEST(BenchRunner, UnusableRequestsFailEveryVariantWithAReason) {
   WorkerRunner runner(worker_binary(), limits());
