@@ -1,3 +1,5 @@
+#include "small_rocksdb.h"
+
 #include <kcache/service/job_journal.h>
 
 #include <rocksdb/db.h>
@@ -11,18 +13,11 @@ JobJournal::JobJournal(PrivateTag, std::unique_ptr<rocksdb::DB> db) : db_(std::m
 JobJournal::~JobJournal() = default;
 
 tl::expected<std::unique_ptr<JobJournal>, std::string> JobJournal::open(const std::string& path) {
-  rocksdb::Options options;
-  options.create_if_missing = true;
-  // A small database of small records: keep its footprint small too.
-  options.write_buffer_size = 4 << 20;
-  options.max_open_files = 64;
-  options.keep_log_file_num = 2;
-  rocksdb::DB* raw = nullptr;
-  const rocksdb::Status status = rocksdb::DB::Open(options, path, &raw);
-  if (!status.ok()) {
-    return tl::unexpected("cannot open the job journal at " + path + ": " + status.ToString());
+  auto db = open_small_rocksdb(path, "job journal");
+  if (!db) {
+    return tl::unexpected(db.error());
   }
-  return std::make_unique<JobJournal>(PrivateTag{}, std::unique_ptr<rocksdb::DB>(raw));
+  return std::make_unique<JobJournal>(PrivateTag{}, std::move(*db));
 }
 
 tl::expected<void, std::string> JobJournal::put(const Job& job) {

@@ -99,14 +99,13 @@ tl::expected<RunReportEntry, std::string> RunReportEntry::from_json(const json& 
   }
 }
 
-std::vector<RunSummary> summarize_runs(const std::vector<const RunReportEntry*>& entries,
+std::vector<RunSummary> summarize_runs(const std::map<std::string, RunReportEntry>& entries,
                                        const RunNamespaceFilter& readable,
                                        const std::optional<std::string>& ns, std::size_t limit,
                                        std::int64_t now_ms, std::int64_t max_age_ms) {
   std::vector<RunSummary> runs;
   // In id order, one run's ranks are adjacent.
-  for (const RunReportEntry* entry : entries) {
-    const RunReportEntry& e = *entry;
+  for (const auto& [id, e] : entries) {
     if ((ns && e.ns != *ns) || now_ms - e.stored_ms > max_age_ms || !readable(e.ns)) {
       continue;
     }

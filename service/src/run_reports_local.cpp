@@ -1,3 +1,5 @@
+#include "small_rocksdb.h"
+
 #include <kcache/service/run_reports_local.h>
 
 #include <rocksdb/db.h>
@@ -28,17 +30,11 @@ tl::expected<std::unique_ptr<LocalRunReports>, std::string>
 LocalRunReports::open(const std::string& path, RunReportLimits limits) {
   std::unique_ptr<rocksdb::DB> db;
   if (!path.empty()) {
-    rocksdb::Options options;
-    options.create_if_missing = true;
-    options.write_buffer_size = 4 << 20;
-    options.max_open_files = 64;
-    options.keep_log_file_num = 2;
-    rocksdb::DB* raw = nullptr;
-    const rocksdb::Status status = rocksdb::DB::Open(options, path, &raw);
-    if (!status.ok()) {
-      return tl::unexpected("cannot open the run reports at " + path + ": " + status.ToString());
+    auto opened = open_small_rocksdb(path, "run reports");
+    if (!opened) {
+      return tl::unexpected(opened.error());
     }
-    db.reset(raw);
+    db = std::move(*opened);
   }
   auto reports = std::make_unique<LocalRunReports>(PrivateTag{}, std::move(db), limits);
   reports->load();
@@ -134,12 +130,7 @@ tl::expected<std::vector<RunSummary>, std::string>
 LocalRunReports::list(const RunNamespaceFilter& readable, const std::optional<std::string>& ns,
                       std::size_t limit, std::int64_t now_ms) const {
   const std::lock_guard lock(mu_);
-  std::vector<const RunReportEntry*> entries;
-  entries.reserve(index_.size());
-  for (const auto& [id, entry] : index_) {
-    entries.push_back(&entry);
-  }
-  return summarize_runs(entries, readable, ns, limit, now_ms, limits_.max_age_ms);
+  return summarize_runs(index_, readable, ns, limit, now_ms, limits_.max_age_ms);
 }
 
 tl::expected<std::map<std::string, std::string>, std::string>

@@ -131,12 +131,7 @@ RedisRunReports::list(const RunNamespaceFilter& readable, const std::optional<st
       by_id.emplace(reply->elements[i].str, std::move(*entry));
     }
   }
-  std::vector<const RunReportEntry*> entries;
-  entries.reserve(by_id.size());
-  for (const auto& [id, entry] : by_id) {
-    entries.push_back(&entry);
-  }
-  return summarize_runs(entries, readable, ns, limit, now_ms, limits_.max_age_ms);
+  return summarize_runs(by_id, readable, ns, limit, now_ms, limits_.max_age_ms);
 }
 
 tl::expected<std::map<std::string, std::string>, std::string>

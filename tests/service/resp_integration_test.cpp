@@ -173,20 +173,7 @@ TEST_F(RespOpen, PipelinedRepliesInOneWriteArriveByteForByte) {
   const int fd = testing::connect_from(port_);
   ASSERT_GE(fd, 0);
   ASSERT_TRUE(testing::send_all(fd, requests));
-  std::string got;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  char chunk[65536];
-  while (got.size() < expected.size() && std::chrono::steady_clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 50) <= 0) {
-      continue;
-    }
-    const ssize_t n = recv(fd, chunk, sizeof chunk, 0);
-    if (n <= 0) {
-      break;
-    }
-    got.append(chunk, static_cast<std::size_t>(n));
-  }
+  const std::string got = testing::read_bytes(fd, expected.size());
   close(fd);
   ASSERT_EQ(got.size(), expected.size());
   EXPECT_TRUE(got == expected) << "the replies differ at byte "

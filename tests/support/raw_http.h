@@ -86,6 +86,26 @@ inline std::string read_response(int fd,
   return out;
 }
 
+// Reads until `size` bytes arrived, the peer closed, or the timeout passed.
+inline std::string read_bytes(int fd, std::size_t size,
+                              std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  char buf[65536];
+  while (out.size() < size && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 20) <= 0) {
+      continue;
+    }
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) {
+      break;
+    }
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
 // The status of a response read by read_response; 0 for none.
 inline int status_of(const std::string& response) {
   return response.size() >= 12 && response.rfind("HTTP/1.1 ", 0) == 0

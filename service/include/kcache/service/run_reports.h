@@ -71,7 +71,7 @@ using RunNamespaceFilter = std::function<bool(std::string_view)>;
 // The runs of `entries` (in id order) that are not past `max_age_ms`, in the
 // namespaces `readable` accepts (only `ns` when set), newest first, at most
 // `limit`: what both implementations' list() answer.
-std::vector<RunSummary> summarize_runs(const std::vector<const RunReportEntry*>& entries,
+std::vector<RunSummary> summarize_runs(const std::map<std::string, RunReportEntry>& entries,
                                        const RunNamespaceFilter& readable,
                                        const std::optional<std::string>& ns, std::size_t limit,
                                        std::int64_t now_ms, std::int64_t max_age_ms);
