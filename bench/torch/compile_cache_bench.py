@@ -26,7 +26,11 @@ median. Every run checks its output with eager.
 ranks: N processes cold-start the GPT-2 step together, each with its own empty
 dirs (N fresh nodes), once through Redis and once through kcache: wall time
 until all are ready, CPU-seconds the machine spent, and how many FX graphs
-were compiled (Inductor's FX-graph cache misses that led to a compile).
+were compiled (Inductor's FX-graph cache misses that led to a compile). Then
+the reference, each process alone and without a remote cache: one cold rank
+and N-1 warm-node starts from its dirs; the storm's goal is to cost no more
+CPU-seconds than that sum (the all-ready column of the reference row is the
+sum of its runs, which ran one after another).
 """
 
 from __future__ import annotations
@@ -356,7 +360,37 @@ def bench_ranks(n: int, root: Path) -> list[dict]:
             flush=True,
         )
         rows.append(row)
+    rows.append(bench_ranks_reference(n, root))
     return rows
+
+
+def bench_ranks_reference(n: int, root: Path) -> dict:
+    """Issue 16's yardstick for a storm of n ranks: what one cold rank plus n-1
+    warm-node starts cost when each runs alone (no remote cache, own dirs; the
+    warm starts reuse the cold rank's dirs). Same machine, same run."""
+    print(f"== reference: 1 cold rank + {n - 1} warm-node starts, each alone", flush=True)
+    dirs = root / "ranks-reference"
+    runs = []
+    for i in range(n):
+        label = "cold, alone" if i == 0 else f"warm same node {i}"
+        cpu0, start = cpu_seconds(), time.time()
+        result = finish(spawn_phase("gpt2", "none", dirs), label)
+        cpu = cpu_seconds() - cpu0
+        runs.append({"label": label, "cpu_s": cpu, "ready_s": result["ready_at"] - start,
+                     "correct": result["correct"],
+                     "fx_misses": result["inductor"].get("fxgraph_cache_miss", 0)})
+        print(f"  {label:<20} {cpu:5.0f} CPU-s, ready in {runs[-1]['ready_s']:.1f} s", flush=True)
+    return {
+        "remote": f"reference (1 cold + {n - 1} warm)",
+        "ranks": n,
+        # Run one after another: the sum is what the reference costs, not a wall time of a storm.
+        "all_ready_s": sum(r["ready_s"] for r in runs),
+        "cpu_s": sum(r["cpu_s"] for r in runs),
+        "fx_misses": sum(r["fx_misses"] for r in runs),
+        "fx_graphs_per_rank": runs[0]["fx_misses"],
+        "correct": all(r["correct"] for r in runs),
+        "per_run": runs,
+    }
 
 
 def print_ranks_table(rows: list[dict]) -> None:
@@ -369,6 +403,13 @@ def print_ranks_table(rows: list[dict]) -> None:
             f"| {r['remote']} | {r['ranks']} | {r['all_ready_s']:.1f} s ({base['all_ready_s'] / r['all_ready_s']:.2f}x) "
             f"| {r['cpu_s']:.0f} ({base['cpu_s'] / r['cpu_s']:.2f}x) | {r['fx_misses']} "
             f"({r['fx_graphs_per_rank']:.0f}) | {'yes' if r['correct'] else 'NO'} |"
+        )
+    reference = rows[-1]
+    for r in rows[:-1]:
+        verdict = "met" if r["cpu_s"] <= reference["cpu_s"] else "not met"
+        print(
+            f"{r['remote']}: {r['cpu_s']:.0f} CPU-s for the storm vs {reference['cpu_s']:.0f} for "
+            f"{reference['remote']} ({r['cpu_s'] / reference['cpu_s']:.2f}x): goal {verdict}"
         )
 
 
