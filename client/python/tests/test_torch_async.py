@@ -215,3 +215,16 @@ def test_the_childs_copy_has_meta_parameters_shared_as_the_trainers_and_real_buf
     _async_compile._materialize(copy, "cpu")
     assert copy[1].weight is copy[0].weight and not copy[0].weight.is_meta
     assert _async_compile._tensor_signature(copy) == _async_compile._tensor_signature(model)
+
+
+def test_the_compile_process_leaves_cpus_to_the_trainer():
+    from kcache.torch._async_compile import spare_cpu_affinity
+
+    # 16 CPUs, 2 spared: the compile keeps 14 (and Inductor sizes its pool by them).
+    assert spare_cpu_affinity(set(range(16)), 2) == set(range(2, 16))
+    # A trainer pinned by its launcher: the spare CPUs come out of its own set.
+    assert spare_cpu_affinity({8, 9, 10, 11}, 2) == {10, 11}
+    # Nothing to spare on a small machine, or when asked for none.
+    assert spare_cpu_affinity({0, 1}, 2) == {0, 1}
+    assert spare_cpu_affinity({0, 1, 2}, 2) == {0, 1, 2}
+    assert spare_cpu_affinity(set(range(8)), 0) == set(range(8))

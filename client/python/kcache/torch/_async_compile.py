@@ -420,6 +420,30 @@ def _child_env() -> dict:
     return env
 
 
+def spare_cpu_affinity(allowed: set[int], spare: int) -> set[int]:
+    """The CPUs the compile process keeps: `allowed` (the trainer's own
+    affinity, which the child inherits) less `spare` of them left to the
+    trainer. Inductor starts a compile worker per CPU it may use, and at a
+    `nice` of 5 a trainer thread sharing a core with one still loses about a
+    quarter of it: its eager steps slow down while it waits for the compile.
+    Fewer than two CPUs kept: all of `allowed` (nothing to spare)."""
+    keep = sorted(allowed)[max(spare, 0) :]
+    return set(keep) if len(keep) >= 2 else set(allowed)
+
+
+def _leave_cpus_to_trainer() -> None:
+    """Before Inductor is imported (it sizes its worker pool by our affinity)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    allowed = os.sched_getaffinity(0)
+    keep = spare_cpu_affinity(allowed, int(os.environ.get("KCACHE_TORCH_ASYNC_SPARE_CPUS", "2")))
+    if keep != allowed:
+        try:
+            os.sched_setaffinity(0, keep)
+        except OSError:
+            pass
+
+
 # The child: python -m kcache.torch._async_compile SPEC
 
 
@@ -447,6 +471,7 @@ def _child_main(spec_path: str) -> int:
         os.nice(int(os.environ.get("KCACHE_TORCH_ASYNC_NICE", "5")))  # the trainer's steps first
     except OSError:
         pass
+    _leave_cpus_to_trainer()
     # The module first: a factory that fails does so before kcache and
     # Inductor are imported (seconds of CPU).
     device = job["device"]
