@@ -1,15 +1,18 @@
 #include <kcache/compiler/backends.h>
 
+#if KCACHE_HAVE_LLVM
 #include <llvm/ADT/StringMap.h>
 #include <llvm/ADT/StringRef.h>
 #include <llvm/TargetParser/Host.h>
 
 #include <algorithm>
 #include <vector>
+#endif
 
 namespace kcache::compiler {
 
-HostTarget detect_host_target() {
+tl::expected<HostTarget, std::string> detect_host_target() {
+#if KCACHE_HAVE_LLVM
   HostTarget host;
   host.cpu = llvm::sys::getHostCPUName().str();
   std::vector<std::string> features;
@@ -23,6 +26,12 @@ HostTarget detect_host_target() {
     host.features += (host.features.empty() ? "" : ",") + f;
   }
   return host;
+#else
+  // "native" is named as LLVM names CPUs; without LLVM there is nothing to
+  // compile for it anyway.
+  return tl::unexpected(std::string("no host target: this kcache-worker is the CUDA-only build "
+                                    "(KCACHE_WITH_LLVM=OFF)"));
+#endif
 }
 
 } // namespace kcache::compiler

@@ -137,7 +137,12 @@ int main(int argc, char** argv) {
     return print_toolchains();
   }
   if (argc == 2 && std::string_view(argv[1]) == "--host-target") {
-    std::cout << encode_host_target(detect_host_target()) << "\n";
+    const auto host = detect_host_target();
+    if (!host) {
+      std::cerr << "kcache-worker: " << host.error() << "\n";
+      return 1;
+    }
+    std::cout << encode_host_target(*host) << "\n";
     return std::cout.flush() ? 0 : 1;
   }
   if (argc == 2 && std::string_view(argv[1]) == "--sandbox") {

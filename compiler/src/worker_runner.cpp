@@ -386,8 +386,13 @@ std::vector<BenchResult> WorkerRunner::bench(const BenchRequest& request,
                                              const std::stop_token& stop) const {
   std::map<std::string, BenchResult> results;
   BenchRequest pending = request;
+  // No address-space limit on a GPU bench: the CUDA driver reserves virtual
+  // address space for unified addressing far beyond any RLIMIT_AS a worker
+  // gets (cuInit fails under one). Its host memory stays bounded: the
+  // benchmark's buffers are capped at 4 GiB (bench_inputs.cpp).
+  const bool limit_memory = request.device != "cuda";
   while (!pending.variants.empty()) {
-    Exchange x = exchange({"--bench"}, encode_bench_request(pending), stop, /*limit_memory=*/true,
+    Exchange x = exchange({"--bench"}, encode_bench_request(pending), stop, limit_memory,
                           limits_.wall_clock);
     std::size_t reported = 0;
     std::size_t start = 0;

@@ -197,6 +197,23 @@ TEST(WorkerRunner, AWorkerThatNeverReadsItsRequestFailsCleanly) {
   EXPECT_EQ(out.exit, WorkerExit::kProtocolError);
 }
 
+// The CUDA driver reserves more address space than RLIMIT_AS would allow a
+// worker: a GPU bench runs without it, a CPU bench (and a compile) under it.
+TEST(WorkerRunner, OnlyAGpuBenchRunsWithoutTheAddressSpaceLimit) {
+  WorkerRunner runner(KCACHE_CRASHING_WORKER,
+                      WorkerLimits{std::chrono::seconds(10), std::chrono::seconds(10), 1ULL << 30});
+  BenchRequest request;
+  request.variants = {BenchVariant{"v", {}, "binary"}};
+  request.device = "cuda";
+  auto gpu = runner.bench(request, {});
+  ASSERT_EQ(gpu.size(), 1U);
+  EXPECT_EQ(gpu[0].error, "RLIMIT_AS unlimited");
+  request.device = "cpu";
+  auto cpu = runner.bench(request, {});
+  ASSERT_EQ(cpu.size(), 1U);
+  EXPECT_EQ(cpu[0].error, "RLIMIT_AS " + std::to_string(1ULL << 30));
+}
+
 TEST(WorkerRunner, MissingWorkerBinaryIsUnavailable) {
   WorkerRunner runner("/nonexistent/kcache-worker", limits(std::chrono::seconds(5)));
   auto out = runner.run(cpp("int x;"));

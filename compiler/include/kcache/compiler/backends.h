@@ -11,7 +11,7 @@ namespace kcache::compiler {
 tl::expected<std::unique_ptr<CompilerBackend>, CompileError> make_backend(Backend backend);
 
 // This host's CPU and its features as LLVM names them (what -march=native
-// would compile for).
-HostTarget detect_host_target();
+// would compile for); an error in a build without LLVM.
+tl::expected<HostTarget, std::string> detect_host_target();
 
 } // namespace kcache::compiler
