@@ -13,6 +13,7 @@
 #                                              hits all alike); every run printed, then medians
 #
 # Each run's output is also written to $OUT (when set) as NAME-ROUND.txt.
+# HIT_BENCH_ARGS (e.g. "--pipeline 8") goes to every hit_bench run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir=devbench
@@ -43,14 +44,15 @@ case "${1:-}" in
     sizes=${4:?sizes}
     clients=${5:?clients}
     shift 5
-    export LD_LIBRARY_PATH=$PWD/$dir/lib KCACHE_REDIS_SERVER=$PWD/$dir/lib/redis-server
+    export LD_LIBRARY_PATH=$PWD/$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} KCACHE_REDIS_SERVER=$PWD/$dir/lib/redis-server
     echo "$(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo)"
     results=$(mktemp -d)
     for round in $(seq 1 "$runs"); do
       for name in "$@"; do
         echo "== $name, run $round"
         KCACHE_KCACHED_BINARY=$PWD/$dir/$name/kcached KCACHE_WORKER_BINARY=$PWD/$dir/$name/kcache-worker \
-          "$dir/$name/hit_bench" --seconds "$seconds" --sizes "$sizes" --clients "$clients" |
+          "$dir/$name/hit_bench" --seconds "$seconds" --sizes "$sizes" --clients "$clients" \
+          ${HIT_BENCH_ARGS:-} |
           tee "$results/$name-$round.txt"
         if [ -n "${OUT:-}" ]; then cp "$results/$name-$round.txt" "$OUT/"; fi
       done

@@ -34,7 +34,7 @@ case "${1:-}" in
     runs=${2:?runs}
     seconds=${3:?seconds}
     shift 3
-    export LD_LIBRARY_PATH=$PWD/$dir/lib PATH=$PWD/$dir/lib:$PATH
+    export LD_LIBRARY_PATH=$PWD/$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} PATH=$PWD/$dir/lib:$PATH
     echo "$(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo)"
     echo "cpu flags: $(grep -m1 -o -w -E 'aes|avx2|avx512f|vaes|vpclmulqdq|sha_ni' /proc/cpuinfo | sort -u | tr '\n' ' ')"
     openssl version
