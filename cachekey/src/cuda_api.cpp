@@ -39,6 +39,7 @@ tl::expected<std::unique_ptr<const CudaApi>, std::string> CudaApi::load() {
   resolve(api->cuModuleUnload, "cuModuleUnload");
   resolve(api->cuModuleGetFunction, "cuModuleGetFunction");
   resolve(api->cuFuncGetAttribute, "cuFuncGetAttribute");
+  resolve(api->cuFuncSetAttribute, "cuFuncSetAttribute");
   resolve(api->cuMemAlloc, "cuMemAlloc_v2");
   resolve(api->cuMemFree, "cuMemFree_v2");
   resolve(api->cuMemcpyHtoD, "cuMemcpyHtoD_v2");

@@ -102,7 +102,13 @@ tl::expected<DType, std::string> parse_dtype(const std::string& name) {
   if (name == "i64") {
     return DType::kI64;
   }
-  return fail("unknown dtype '" + name + "' (valid: f32, f64, i32, i64)");
+  if (name == "bf16") {
+    return DType::kBF16;
+  }
+  if (name == "f16") {
+    return DType::kF16;
+  }
+  return fail("unknown dtype '" + name + "' (valid: f32, f64, i32, i64, bf16, f16)");
 }
 
 // The members each object of a search may have: any other is refused, not
@@ -170,6 +176,10 @@ tl::expected<BenchmarkSpec, std::string> parse_benchmark(const json& doc) {
         arg.hi = r[1];
       }
     } else if (a.contains("scalar")) {
+      if (arg.dtype == DType::kBF16 || arg.dtype == DType::kF16) {
+        return fail("scalar " + a["scalar"].dump() +
+                    ": bf16 and f16 are buffer dtypes (valid for a scalar: f32, f64, i32, i64)");
+      }
       arg.kind = BenchArg::Kind::kScalar;
       arg.name = a["scalar"].is_string() ? a["scalar"].get<std::string>() : a["scalar"].dump();
       auto value = Expression::parse(arg.name);
@@ -221,6 +231,9 @@ std::string variant_id(const Bindings& params) {
 } // namespace
 
 std::size_t dtype_size(DType dtype) {
+  if (dtype == DType::kBF16 || dtype == DType::kF16) {
+    return 2;
+  }
   return dtype == DType::kF64 || dtype == DType::kI64 ? 8 : 4;
 }
 

@@ -1,7 +1,9 @@
-#include "bench_inputs.h"
+#include <kcache/compiler/bench_inputs.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 namespace kcache::compiler {
@@ -17,6 +19,69 @@ std::uint64_t next(std::uint64_t& state) {
   return z ^ (z >> 31);
 }
 
+// The 16-bit float formats, held as their bits. Conversions round to
+// nearest even, as the GPU's cvt.rn does.
+struct BF16 {
+  std::uint16_t bits = 0;
+  static BF16 from(double v) {
+    const auto f = std::bit_cast<std::uint32_t>(static_cast<float>(v));
+    if (std::isnan(static_cast<float>(v))) {
+      return {static_cast<std::uint16_t>((f >> 16) | 0x40U)};
+    }
+    return {static_cast<std::uint16_t>((f + 0x7fffU + ((f >> 16) & 1U)) >> 16)};
+  }
+  explicit operator double() const {
+    return static_cast<double>(std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16));
+  }
+};
+
+struct F16 {
+  std::uint16_t bits = 0;
+  static F16 from(double v) {
+    const auto f = std::bit_cast<std::uint32_t>(static_cast<float>(v));
+    const auto sign = static_cast<std::uint32_t>((f >> 16) & 0x8000U);
+    const auto biased = static_cast<int>((f >> 23) & 0xffU);
+    std::uint32_t mantissa = f & 0x7fffffU;
+    if (biased == 0xff) { // inf, NaN
+      return {static_cast<std::uint16_t>(sign | 0x7c00U | (mantissa != 0 ? 0x200U : 0))};
+    }
+    const int exponent = biased - 127 + 15;
+    if (exponent >= 31) {
+      return {static_cast<std::uint16_t>(sign | 0x7c00U)};
+    }
+    // Normal: drop 13 bits; subnormal: shift the implicit 1 in too. Rounding
+    // may carry into the exponent, which is the right result.
+    int shift = 13;
+    if (exponent <= 0) {
+      if (exponent < -10) {
+        return {static_cast<std::uint16_t>(sign)};
+      }
+      mantissa |= 0x800000U;
+      shift = 14 - exponent;
+    }
+    std::uint32_t h = mantissa >> shift;
+    if (exponent > 0) {
+      h |= static_cast<std::uint32_t>(exponent) << 10;
+    }
+    const std::uint32_t rest = mantissa & ((1U << shift) - 1);
+    const std::uint32_t half = 1U << (shift - 1);
+    if (rest > half || (rest == half && (h & 1U) != 0)) {
+      ++h;
+    }
+    return {static_cast<std::uint16_t>(sign | h)};
+  }
+  explicit operator double() const {
+    const double sign = (bits & 0x8000U) != 0 ? -1 : 1;
+    const int exponent = (bits >> 10) & 0x1f;
+    const int mantissa = bits & 0x3ff;
+    if (exponent == 0x1f) {
+      return mantissa != 0 ? std::nan("") : sign * INFINITY;
+    }
+    return exponent == 0 ? sign * std::ldexp(mantissa, -24)
+                         : sign * std::ldexp(mantissa + 1024, exponent - 25);
+  }
+};
+
 template <typename T>
 void fill(std::vector<std::uint8_t>& bytes, const BenchArg& a, unsigned seed) {
   std::uint64_t state = seed;
@@ -27,6 +92,8 @@ void fill(std::vector<std::uint8_t>& bytes, const BenchArg& a, unsigned seed) {
     const double unit = static_cast<double>(next(state) >> 11) * 0x1.0p-53; // [0, 1)
     if constexpr (std::is_floating_point_v<T>) {
       data[i] = static_cast<T>(a.lo + span * unit);
+    } else if constexpr (std::is_same_v<T, BF16> || std::is_same_v<T, F16>) {
+      data[i] = T::from(a.lo + span * unit);
     } else {
       data[i] = static_cast<T>(std::floor(a.lo + (span + 1) * unit));
     }
@@ -132,6 +199,12 @@ tl::expected<std::vector<HostArg>, std::string> make_host_args(const BenchmarkSp
         case DType::kI64:
           fill<std::int64_t>(buffer, a, seed);
           break;
+        case DType::kBF16:
+          fill<BF16>(buffer, a, seed);
+          break;
+        case DType::kF16:
+          fill<F16>(buffer, a, seed);
+          break;
         }
       }
       h.sets.push_back(std::move(buffer));
@@ -139,6 +212,29 @@ tl::expected<std::vector<HostArg>, std::string> make_host_args(const BenchmarkSp
     args.push_back(std::move(h));
   }
   return args;
+}
+
+double element_value(DType dtype, const std::vector<std::uint8_t>& bytes, std::size_t i) {
+  auto at = [&]<typename T>(T /*type*/) {
+    T v;
+    std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
+    return static_cast<double>(v);
+  };
+  switch (dtype) {
+  case DType::kF32:
+    return at(float{});
+  case DType::kF64:
+    return at(double{});
+  case DType::kI32:
+    return at(std::int32_t{});
+  case DType::kI64:
+    return at(std::int64_t{});
+  case DType::kBF16:
+    return at(BF16{});
+  case DType::kF16:
+    return at(F16{});
+  }
+  return 0;
 }
 
 double compare_outputs(const BenchmarkSpec& bench, const OutputBytes& got, const OutputBytes& want,
@@ -160,11 +256,27 @@ double compare_outputs(const BenchmarkSpec& bench, const OutputBytes& got, const
       continue;
     }
     const double tol = bench.tolerance;
-    const double err = dtypes[i] == DType::kF32   ? compare_as<float>(got[i], want[i], tol, ok)
-                       : dtypes[i] == DType::kF64 ? compare_as<double>(got[i], want[i], tol, ok)
-                       : dtypes[i] == DType::kI32
-                           ? compare_as<std::int32_t>(got[i], want[i], 0, ok)
-                           : compare_as<std::int64_t>(got[i], want[i], 0, ok);
+    double err = 0;
+    switch (dtypes[i]) {
+    case DType::kF32:
+      err = compare_as<float>(got[i], want[i], tol, ok);
+      break;
+    case DType::kF64:
+      err = compare_as<double>(got[i], want[i], tol, ok);
+      break;
+    case DType::kI32:
+      err = compare_as<std::int32_t>(got[i], want[i], 0, ok);
+      break;
+    case DType::kI64:
+      err = compare_as<std::int64_t>(got[i], want[i], 0, ok);
+      break;
+    case DType::kBF16:
+      err = compare_as<BF16>(got[i], want[i], tol, ok);
+      break;
+    case DType::kF16:
+      err = compare_as<F16>(got[i], want[i], tol, ok);
+      break;
+    }
     worst = std::max(worst, err);
   }
   return worst;

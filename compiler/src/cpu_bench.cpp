@@ -1,7 +1,6 @@
 #include "cpu_bench.h"
 
-#include "bench_inputs.h"
-
+#include <kcache/compiler/bench_inputs.h>
 #include <kcache/compiler/memory_object.h>
 
 #include <ffi.h>
@@ -25,6 +24,9 @@ ffi_type* ffi_type_of(DType d) {
     return &ffi_type_sint32;
   case DType::kI64:
     return &ffi_type_sint64;
+  case DType::kBF16: // buffers only: parse_autotune refuses them as scalars
+  case DType::kF16:
+    break;
   }
   return &ffi_type_sint64;
 }

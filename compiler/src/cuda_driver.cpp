@@ -134,9 +134,23 @@ tl::expected<CudaDriver::FunctionLimits, std::string> CudaDriver::limits(Handle 
       return tl::unexpected(api_->error(r, "cuFuncGetAttribute"));
     }
   }
-  api_->cuda->cuDeviceGetAttribute(&l.device_max_shared_per_block, CudaApi::kAttrMaxSharedPerBlock,
-                                   api_->device);
+  api_->cuda->cuDeviceGetAttribute(&l.device_max_shared_per_block,
+                                   CudaApi::kAttrMaxSharedPerBlockOptin, api_->device);
+  if (l.device_max_shared_per_block <= 0) { // a driver without opt-in: the default
+    api_->cuda->cuDeviceGetAttribute(&l.device_max_shared_per_block,
+                                     CudaApi::kAttrMaxSharedPerBlock, api_->device);
+  }
   return l;
+}
+
+tl::expected<void, std::string> CudaDriver::allow_dynamic_shared(Handle function, int bytes) {
+  if (CUresult r =
+          api_->cuda->cuFuncSetAttribute(function, CudaApi::kFuncMaxDynamicSharedSizeBytes, bytes);
+      r != kSuccess) {
+    return tl::unexpected(api_->error(r, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, " +
+                                             std::to_string(bytes) + ")"));
+  }
+  return {};
 }
 
 tl::expected<double, std::string>

@@ -1,5 +1,4 @@
-#include "bench_inputs.h"
-
+#include <kcache/compiler/bench_inputs.h>
 #include <kcache/compiler/gpu_bench.h>
 
 #include <algorithm>
@@ -9,6 +8,9 @@ namespace kcache::compiler {
 namespace {
 
 using DevicePtr = CudaDriver::DevicePtr;
+
+// What a block gets without opting in to more (cuFuncSetAttribute).
+constexpr std::int64_t kDefaultSharedBytes = std::int64_t{48} * 1024;
 
 // A variant's arguments on the device; freed with it.
 class DeviceArgs {
@@ -177,6 +179,11 @@ Measured measure(CudaDriver& gpu, ArgsCache& cache, const BenchmarkSpec& bench,
         " registers), " + std::to_string(limits->static_shared_bytes + *shared) +
         " B shared (device allows " + std::to_string(limits->device_max_shared_per_block) + ")";
     return m;
+  }
+  if (*shared > kDefaultSharedBytes) {
+    if (auto allowed = gpu.allow_dynamic_shared(*fn, static_cast<int>(*shared)); !allowed) {
+      return fail(allowed.error());
+    }
   }
   auto cached = cache.get(bench, v.params);
   if (!cached) {

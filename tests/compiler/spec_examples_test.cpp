@@ -139,8 +139,9 @@ TEST(SpecErrors, AutotuneFieldsNameTheirValidValues) {
   EXPECT_EQ(search_error(bad),
             "autotune: unknown strategy 'bayesian' (valid: exhaustive, random, halving)");
   bad = search;
-  bad["benchmark"]["args"][0]["dtype"] = "f16";
-  EXPECT_EQ(search_error(bad), "autotune: unknown dtype 'f16' (valid: f32, f64, i32, i64)");
+  bad["benchmark"]["args"][0]["dtype"] = "fp8";
+  EXPECT_EQ(search_error(bad),
+            "autotune: unknown dtype 'fp8' (valid: f32, f64, i32, i64, bf16, f16)");
   bad = search;
   bad.erase("params");
   EXPECT_NE(search_error(bad).find("'params' must be an object"), std::string::npos);

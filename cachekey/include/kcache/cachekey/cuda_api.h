@@ -32,12 +32,14 @@ public:
 
   // Attribute numbers from cuda.h (CUdevice_attribute, CUfunction_attribute).
   static constexpr int kAttrMaxSharedPerBlock = 8;
+  static constexpr int kAttrMaxSharedPerBlockOptin = 97;
   static constexpr int kAttrMultiprocessorCount = 16;
   static constexpr int kAttrComputeCapabilityMajor = 75;
   static constexpr int kAttrComputeCapabilityMinor = 76;
   static constexpr int kFuncMaxThreadsPerBlock = 0;
   static constexpr int kFuncSharedSizeBytes = 1;
   static constexpr int kFuncNumRegs = 4;
+  static constexpr int kFuncMaxDynamicSharedSizeBytes = 8;
 
   // The _v2 symbols are the ones cuda.h maps the plain names to.
   Result (*cuInit)(unsigned) = nullptr;
@@ -54,6 +56,7 @@ public:
   Result (*cuModuleUnload)(Handle) = nullptr;
   Result (*cuModuleGetFunction)(Handle*, Handle, const char*) = nullptr;
   Result (*cuFuncGetAttribute)(int*, int, Handle) = nullptr;
+  Result (*cuFuncSetAttribute)(Handle, int, int) = nullptr;
   Result (*cuMemAlloc)(DevicePtr*, std::size_t) = nullptr;
   Result (*cuMemFree)(DevicePtr) = nullptr;
   Result (*cuMemcpyHtoD)(DevicePtr, const void*, std::size_t) = nullptr;

@@ -32,7 +32,9 @@
 
 namespace kcache::compiler {
 
-enum class DType { kF32, kF64, kI32, kI64 };
+// bf16 and f16 are for buffers only (tensor-core kernels' inputs and
+// outputs): generated and compared through float, never as scalars.
+enum class DType { kF32, kF64, kI32, kI64, kBF16, kF16 };
 std::size_t dtype_size(DType dtype);
 
 struct BenchArg {

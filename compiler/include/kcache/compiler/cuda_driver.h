@@ -50,9 +50,12 @@ public:
     int max_threads_per_block = 0; // for this kernel (registers decide)
     int registers = 0;
     int static_shared_bytes = 0;
-    int device_max_shared_per_block = 0;
+    int device_max_shared_per_block = 0; // opted in: 227 KiB on sm_90, not the default 48
   };
   tl::expected<FunctionLimits, std::string> limits(Handle function);
+  // A launch with more than 48 KiB of dynamic shared memory needs the
+  // function's limit raised first (cudaFuncSetAttribute's job in the runtime).
+  tl::expected<void, std::string> allow_dynamic_shared(Handle function, int bytes);
 
   // GPU time of `work` (launches), measured with CUDA events.
   tl::expected<double, std::string>

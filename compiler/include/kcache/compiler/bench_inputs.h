@@ -1,7 +1,9 @@
 #pragma once
 // What the CPU and GPU benchmark runners share: the benchmark's arguments on
 // the host (seeded input sets, zeroed outputs, evaluated scalars) and the
-// comparison of a variant's outputs with the reference's.
+// comparison of a variant's outputs with the reference's. Public for bench
+// tools that check variants against a library on the same inputs
+// (bench/gpu_autotune: cuBLAS).
 
 #include <kcache/compiler/autotune_spec.h>
 #include <kcache/compiler/bench_protocol.h>
@@ -52,6 +54,10 @@ tl::expected<std::vector<HostArg>, std::string> make_host_args(const BenchmarkSp
 
 // Fills the result's median and minimum (microseconds) from the repeats.
 void summarize_times(std::vector<double> times_us, BenchResult& result);
+
+// Element i of a buffer of `dtype` as a double (16-bit floats decoded):
+// host-side checks of a GPU library's result read the inputs through it.
+double element_value(DType dtype, const std::vector<std::uint8_t>& bytes, std::size_t i);
 
 using OutputBytes = std::vector<std::vector<std::uint8_t>>;
 // Floats within tolerance * (1 + |want|), integers exactly; NaN never matches.
