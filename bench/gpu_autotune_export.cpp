@@ -28,8 +28,11 @@ using namespace kcache;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-std::string key_of(const std::string& variant_id) {
-  std::string key = "gpu-autotune." + variant_id;
+// The search's file name is part of the key: every search has a variant
+// called "reference", and searches exported through one kcached must not get
+// each other's CUBINs.
+std::string key_of(const std::string& search, const std::string& variant_id) {
+  std::string key = "gpu-autotune." + search + "." + variant_id;
   std::replace(key.begin(), key.end(), ',', '.');
   return key;
 }
@@ -43,6 +46,7 @@ int main(int argc, char** argv) {
   }
   const fs::path search_path = argv[1];
   const fs::path out_dir = argv[2];
+  const std::string search_name = search_path.stem().string();
   client::ClientOptions options;
   options.url = argc >= 5 && std::string(argv[3]) == "--url" ? argv[4] : "http://127.0.0.1:7070";
   options.timeout = std::chrono::seconds(30);
@@ -79,7 +83,7 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::string> jobs(all.size());
   for (std::size_t i = 0; i < all.size(); ++i) {
-    auto s = (*kc)->submit(key_of(all[i].id),
+    auto s = (*kc)->submit(key_of(search_name, all[i].id),
                            compiler::spec_to_json(compiler::variant_spec(*base, all[i])));
     if (!s) {
       std::fprintf(stderr, "submit: %s\n", s.error().message.c_str());
@@ -102,7 +106,7 @@ int main(int argc, char** argv) {
       }
     }
     if (!entry.contains("error")) {
-      auto artifact = (*kc)->get(key_of(all[i].id));
+      auto artifact = (*kc)->get(key_of(search_name, all[i].id));
       if (artifact && *artifact && !(*artifact)->files.empty()) {
         const std::string file = std::to_string(i) + ".cubin";
         std::ofstream(out_dir / file, std::ios::binary) << (*artifact)->files.front().data;
