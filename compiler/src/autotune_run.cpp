@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
+#include <set>
 
 namespace kcache::compiler {
 
@@ -42,6 +44,37 @@ std::string seconds_text(double s) {
   return text;
 }
 
+// The best of `ok` (a round's successful variants, fastest first) whose
+// outputs were checked; one that was not (the budget ended the search before
+// the finalists' round) is checked now, alone. A check that fails marks its
+// row and the next one is tried.
+std::optional<std::string> first_checked_ok(const std::vector<BenchVariant>& candidates,
+                                            const std::vector<std::pair<double, std::size_t>>& ok,
+                                            std::set<std::string>& checked, TuningTable& table,
+                                            const std::map<std::string, std::size_t>& row_of,
+                                            const BenchRequest& request_base,
+                                            const BenchFn& bench) {
+  for (const auto& [median_us, index] : ok) {
+    const BenchVariant& v = candidates[index];
+    if (checked.contains(v.id)) {
+      return v.id;
+    }
+    BenchRequest request = request_base;
+    request.variants = {v};
+    request.check = true;
+    const std::vector<BenchResult> results = bench(request);
+    checked.insert(v.id);
+    TuningRow& row = table.rows[row_of.at(v.id)];
+    if (!results.empty() && results.front().status == "ok") {
+      row.max_error = results.front().max_error;
+      return v.id;
+    }
+    row.status = results.empty() ? "error" : results.front().status;
+    row.error = results.empty() ? "the check run returned nothing" : results.front().error;
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 TuningTable run_search(const AutotuneSearch& search, const Space& space,
@@ -73,6 +106,14 @@ TuningTable run_search(const AutotuneSearch& search, const Space& space,
   // repeats.
   int repeats = halving ? 1 : search.benchmark.repeats;
   int round = 0;
+  // Halving checks outputs only in its last round (the finalists): a variant
+  // that cannot win needs no check, and on a GPU the check (outputs copied
+  // back and compared on the host) costs far more than a timed run. Only a
+  // checked variant may win.
+  std::set<std::string> checked;
+  auto finalists = [&](std::size_t n) {
+    return !halving || n <= static_cast<std::size_t>(search.strategy.eta);
+  };
   while (!candidates.empty()) {
     ++round;
     BenchRequest request = request_base;
@@ -80,7 +121,9 @@ TuningTable run_search(const AutotuneSearch& search, const Space& space,
         halving && round == 1 ? search.strategy.first_warmup : search.benchmark.warmup;
     request.search_json = with_round(request_base.search_json, repeats, warmup);
     request.variants = candidates;
-    request.check = table.benchmarked == 0; // survivors were checked in the first round
+    request.check = finalists(candidates.size()) &&
+                    std::any_of(candidates.begin(), candidates.end(),
+                                [&](const BenchVariant& v) { return !checked.contains(v.id); });
     const double round_start = elapsed();
     const std::vector<BenchResult> results = bench(request);
     table.round_seconds.push_back(elapsed() - round_start);
@@ -106,6 +149,9 @@ TuningTable run_search(const AutotuneSearch& search, const Space& space,
       row.median_us = results[i].median_us;
       row.max_error = results[i].max_error;
       row.error = results[i].error;
+      if (request.check && results[i].status != kNotTimed) {
+        checked.insert(candidates[i].id);
+      }
       if (results[i].status == "ok") {
         ok.emplace_back(results[i].median_us, i);
       }
@@ -119,9 +165,7 @@ TuningTable run_search(const AutotuneSearch& search, const Space& space,
                       (cut ? ", before every variant of it was timed" : "");
     }
     if (!more || budget_out) {
-      if (!ok.empty()) {
-        table.winner = candidates[ok.front().second].id;
-      }
+      table.winner = first_checked_ok(candidates, ok, checked, table, row_of, request_base, bench);
       break;
     }
     // Early discard: a variant far slower than the best is out, whatever the
@@ -149,13 +193,13 @@ TuningTable run_search(const AutotuneSearch& search, const Space& space,
                     us_text(ok.front().first) + ")";
       }
     }
-    if (next.size() == 1) {
+    if (next.size() == 1 && checked.contains(next.front().id)) {
       table.winner = next.front().id; // the last one standing needs no more runs
       break;
     }
     // The last round (the finalists) gets the benchmark's repeats: discard
-    // shortens the schedule, and the winner is decided there.
-    const bool last = next.size() <= static_cast<std::size_t>(search.strategy.eta);
+    // shortens the schedule, and the winner is decided (and checked) there.
+    const bool last = finalists(next.size());
     candidates = std::move(next);
     repeats = last ? search.benchmark.repeats
                    : std::min(search.benchmark.repeats, repeats * search.strategy.eta);

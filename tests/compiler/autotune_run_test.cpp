@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@ struct Scripted {
   std::map<std::string, double> us; // a variant's time, every round
   std::vector<json> rounds;         // what each round asked: repeats, warm-up, variants
   std::size_t time_only = 1000;     // per round, the variants timed before "the budget ran out"
+  std::set<std::string> wrong;      // variants whose outputs a check finds wrong
 
   BenchFn fn() {
     return [this](const BenchRequest& request) {
@@ -43,6 +45,8 @@ struct Scripted {
         round["variants"].push_back(v.id);
         if (out.size() >= time_only) {
           out.push_back({v.id, kNotTimed, 0, 0, 0, "not timed: the budget ran out"});
+        } else if (request.check && wrong.contains(v.id)) {
+          out.push_back({v.id, "wrong", us.at(v.id), us.at(v.id), 1, "output differs"});
         } else {
           out.push_back({v.id, "ok", us.at(v.id), us.at(v.id), 0, ""});
         }
@@ -103,16 +107,45 @@ TEST(AutotuneRun, EarlyDiscardDropsTheSlowAndKeepsTheFastest) {
   ASSERT_EQ(bench.rounds.size(), 2U);
   EXPECT_EQ(bench.rounds[0]["repeats"], 1);
   EXPECT_EQ(bench.rounds[0]["warmup"], 0);
-  EXPECT_EQ(bench.rounds[0]["check"], true);
+  EXPECT_EQ(bench.rounds[0]["check"], false) << "only the finalists are checked";
   EXPECT_EQ(bench.rounds[0]["variants"].size(), 8U);
   EXPECT_EQ(bench.rounds[1]["repeats"], 8);
   EXPECT_EQ(bench.rounds[1]["warmup"], 2);
-  EXPECT_EQ(bench.rounds[1]["check"], false);
+  EXPECT_EQ(bench.rounds[1]["check"], true);
   EXPECT_EQ(bench.rounds[1]["variants"], json::array({"U=3", "U=4"}));
   EXPECT_EQ(s.row.at("U=1")->status, "eliminated");
   EXPECT_EQ(s.row.at("U=4")->status, "eliminated") << "the finalist that lost";
   EXPECT_EQ(s.row.at("U=3")->status, "ok");
   EXPECT_EQ(s.table.timed_runs, 8U * 1 + 2U * 8);
+}
+
+// The fastest variant computes a wrong result: halving does not check it in
+// the cheap first round, but it is a finalist, checked there, marked wrong,
+// and the other finalist wins.
+TEST(AutotuneRun, AWrongFastestVariantIsCaughtAmongTheFinalists) {
+  Scripted bench = one_slow();
+  bench.wrong = {"U=3"};
+  const Searched s = search_with(R"({"kind": "halving"})", bench);
+  ASSERT_TRUE(s.table.winner.has_value());
+  EXPECT_EQ(*s.table.winner, "U=4");
+  EXPECT_EQ(s.row.at("U=3")->status, "wrong");
+  ASSERT_EQ(bench.rounds.size(), 2U);
+  EXPECT_EQ(bench.rounds[1]["check"], true);
+}
+
+// The budget ends the search in round 1 and its fastest is wrong: the check
+// of the would-be winner catches it and the next fastest is checked and wins.
+TEST(AutotuneRun, ABudgetOutChecksTheWinnerAndFallsBackWhenItIsWrong) {
+  Scripted bench = one_slow();
+  bench.time_only = 4; // U=1..U=4 timed in round 1
+  bench.wrong = {"U=3"};
+  const Searched s = search_with(R"({"kind": "halving"})", bench);
+  ASSERT_TRUE(s.table.winner.has_value());
+  EXPECT_EQ(*s.table.winner, "U=4");
+  EXPECT_EQ(s.row.at("U=3")->status, "wrong");
+  ASSERT_EQ(bench.rounds.size(), 3U);
+  EXPECT_EQ(bench.rounds[1]["variants"], json::array({"U=3"}));
+  EXPECT_EQ(bench.rounds[2]["variants"], json::array({"U=4"}));
 }
 
 TEST(AutotuneRun, DiscardZeroAndAWarmupGiveTheOldHalving) {
@@ -127,6 +160,8 @@ TEST(AutotuneRun, DiscardZeroAndAWarmupGiveTheOldHalving) {
   EXPECT_EQ(bench.rounds[0]["warmup"], 2);
   EXPECT_EQ(bench.rounds[1]["repeats"], 2);
   EXPECT_EQ(bench.rounds[2]["repeats"], 8);
+  EXPECT_EQ(bench.rounds[1]["check"], false);
+  EXPECT_EQ(bench.rounds[2]["check"], true);
   EXPECT_EQ(s.row.at("U=6")->status, "eliminated");
 }
 
@@ -147,7 +182,12 @@ TEST(AutotuneRun, ABudgetOutInsideARoundStopsTheSearchAndSaysSo) {
   Scripted bench = one_slow();
   bench.time_only = 4; // U=1..U=4 timed
   const Searched s = search_with(R"({"kind": "halving"})", bench);
-  ASSERT_EQ(bench.rounds.size(), 1U) << "no round after the budget ran out";
+  // No round after the budget ran out, but the winner (unchecked: round 1
+  // was not the finalists') gets its check, alone.
+  ASSERT_EQ(bench.rounds.size(), 2U);
+  EXPECT_EQ(bench.rounds[0]["check"], false);
+  EXPECT_EQ(bench.rounds[1]["check"], true);
+  EXPECT_EQ(bench.rounds[1]["variants"], json::array({"U=3"}));
   ASSERT_TRUE(s.table.winner.has_value());
   EXPECT_EQ(*s.table.winner, "U=3");
   EXPECT_NE(s.table.stopped.find("ran out in round 1"), std::string::npos) << s.table.stopped;
