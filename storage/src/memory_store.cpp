@@ -12,7 +12,10 @@ std::string MemoryStore::index_key(Area area, std::string_view key) {
 
 void MemoryStore::erase_locked(Lru::iterator it) {
   bytes_ -= it->value.size();
-  index_.erase(index_key(it->area, it->key));
+  if (const auto node = index_.find(index_key(it->area, it->key)); node != index_.end()) {
+    ordered_.erase(node->first);
+    index_.erase(node);
+  }
   lru_.erase(it);
 }
 
@@ -54,7 +57,8 @@ Result<void> MemoryStore::put(Area area, std::string_view key, std::string_view 
   }
   const std::int64_t now = unix_now_ms();
   lru_.push_front(Entry{area, std::string(key), Bytes(value), now, now, 0});
-  index_.emplace(index_key(area, key), lru_.begin());
+  const auto node = index_.emplace(index_key(area, key), lru_.begin()).first;
+  ordered_.emplace(node->first, lru_.begin());
   bytes_ += value.size();
   return {};
 }
@@ -75,15 +79,24 @@ Result<void> MemoryStore::remove(Area area, std::string_view key) {
 Result<std::vector<ObjectInfo>> MemoryStore::list(const ListOptions& options) {
   std::lock_guard lock(mu_);
   std::vector<ObjectInfo> out;
-  for (const Entry& e : lru_) {
-    if (out.size() >= options.limit) {
-      break;
-    }
-    if ((options.area && *options.area != e.area) || !e.key.starts_with(options.prefix)) {
+  for (const Area area : {Area::kAction, Area::kCas}) {
+    if ((options.area && *options.area != area) || (options.after && options.after->area > area)) {
       continue;
     }
-    out.push_back(
-        ObjectInfo{e.area, e.key, e.value.size(), e.created_ms, e.last_access_ms, e.hits});
+    // A seek to the prefix, or past the cursor when it lies beyond it.
+    const std::string start = index_key(area, options.prefix);
+    auto it = ordered_.lower_bound(start);
+    if (options.after && options.after->area == area) {
+      if (const std::string after = index_key(area, options.after->key); after >= start) {
+        it = ordered_.upper_bound(after);
+      }
+    }
+    for (; it != ordered_.end() && out.size() < options.limit && it->first.starts_with(start);
+         ++it) {
+      const Entry& e = *it->second;
+      out.push_back(
+          ObjectInfo{e.area, e.key, e.value.size(), e.created_ms, e.last_access_ms, e.hits});
+    }
   }
   return out;
 }

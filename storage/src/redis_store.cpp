@@ -1,6 +1,8 @@
 #include <kcache/storage/redis_store.h>
 
+#include <algorithm>
 #include <map>
+#include <set>
 
 namespace kcache::storage {
 namespace {
@@ -146,11 +148,18 @@ Result<std::vector<ObjectInfo>> RedisStore::list(const ListOptions& options) {
     return tl::unexpected(masters.error());
   }
   for (const Area area : {Area::kAction, Area::kCas}) {
-    if (options.area && *options.area != area) {
+    if ((options.area && *options.area != area) || (options.after && options.after->area > area) ||
+        out.size() >= options.limit) {
       continue;
     }
+    const std::size_t room = options.limit - out.size();
     const std::string prefix = redis_key(area, "");
     const std::string match = glob_escape(prefix) + glob_escape(options.prefix) + "*";
+    const std::string* after =
+        options.after && options.after->area == area ? &options.after->key : nullptr;
+    // Redis keeps no order: the whole keyspace is scanned, and the first
+    // `room` names in key order kept (a set: SCAN may repeat a key).
+    std::set<std::string> names;
     for (const std::string& master : *masters) {
       std::string cursor = "0";
       do {
@@ -166,38 +175,48 @@ Result<std::vector<ObjectInfo>> RedisStore::list(const ListOptions& options) {
           return tl::unexpected(StoreError{StoreError::Code::kIo, "redis SCAN: unexpected reply"});
         }
         cursor = r->elements[0].str;
-        std::vector<std::pair<std::string, RedisCommand>> meta;
-        std::vector<std::string> names;
         for (const RedisReply& key : r->elements[1].elements) {
-          meta.emplace_back(key.str, RedisCommand{"STRLEN", key.str});
-          meta.emplace_back(key.str, RedisCommand{"OBJECT", "IDLETIME", key.str});
-          names.push_back(key.str.substr(prefix.size()));
-        }
-        if (meta.empty()) {
-          continue;
-        }
-        auto replies = client_->run_many(std::move(meta));
-        if (!replies) {
-          return tl::unexpected(replies.error());
-        }
-        for (const RedisReply& reply : *replies) {
-          if (reply.is_error()) {
-            return tl::unexpected(StoreError{StoreError::Code::kIo, "redis list: " + reply.str});
+          std::string name = key.str.substr(std::min(prefix.size(), key.str.size()));
+          if ((after != nullptr && name <= *after) ||
+              (names.size() >= room && name >= *names.rbegin())) {
+            continue;
+          }
+          names.insert(std::move(name));
+          if (names.size() > room) {
+            names.erase(std::prev(names.end()));
           }
         }
-        for (std::size_t i = 0; i < names.size() && out.size() < options.limit; ++i) {
-          const RedisReply& len = (*replies)[2 * i];
-          const RedisReply& idle = (*replies)[2 * i + 1];
-          const std::int64_t idle_ms =
-              idle.type == RedisReply::Type::kInteger ? idle.integer * 1000 : 0;
-          out.push_back(ObjectInfo{
-              area, names[i],
-              len.type == RedisReply::Type::kInteger ? static_cast<std::uint64_t>(len.integer) : 0,
-              0, now - idle_ms});
+      } while (cursor != "0");
+    }
+    // Sizes and idle times of the names kept only, a batch per round trip.
+    constexpr std::size_t kBatch = 500;
+    const std::vector<std::string> kept(names.begin(), names.end());
+    for (std::size_t first = 0; first < kept.size(); first += kBatch) {
+      const std::size_t last = std::min(kept.size(), first + kBatch);
+      std::vector<std::pair<std::string, RedisCommand>> meta;
+      for (std::size_t i = first; i < last; ++i) {
+        const std::string k = redis_key(area, kept[i]);
+        meta.emplace_back(k, RedisCommand{"STRLEN", k});
+        meta.emplace_back(k, RedisCommand{"OBJECT", "IDLETIME", k});
+      }
+      auto replies = client_->run_many(std::move(meta));
+      if (!replies) {
+        return tl::unexpected(replies.error());
+      }
+      for (const RedisReply& reply : *replies) {
+        if (reply.is_error()) {
+          return tl::unexpected(StoreError{StoreError::Code::kIo, "redis list: " + reply.str});
         }
-      } while (cursor != "0" && out.size() < options.limit);
-      if (out.size() >= options.limit) {
-        break;
+      }
+      for (std::size_t i = first; i < last; ++i) {
+        const RedisReply& len = (*replies)[2 * (i - first)];
+        const RedisReply& idle = (*replies)[2 * (i - first) + 1];
+        const std::int64_t idle_ms =
+            idle.type == RedisReply::Type::kInteger ? idle.integer * 1000 : 0;
+        out.push_back(ObjectInfo{
+            area, kept[i],
+            len.type == RedisReply::Type::kInteger ? static_cast<std::uint64_t>(len.integer) : 0, 0,
+            now - idle_ms});
       }
     }
   }

@@ -517,20 +517,26 @@ Result<std::uint64_t> RocksDbStore::evict_to(std::uint64_t target_bytes) {
 }
 
 Result<std::vector<ObjectInfo>> RocksDbStore::list(const ListOptions& options) {
-  std::unordered_map<std::string, Touched> pending;
-  {
-    std::lock_guard lock(touch_mu_);
-    pending = touched_;
-  }
   std::vector<ObjectInfo> out;
   std::unique_ptr<rocksdb::Iterator> it(
       handles_->db->NewIterator(rocksdb::ReadOptions(), handles_->access));
   for (const Area area : {Area::kAction, Area::kCas}) {
-    if (options.area && *options.area != area) {
+    if ((options.area && *options.area != area) || (options.after && options.after->area > area)) {
       continue;
     }
+    // A seek to the prefix, or past the cursor when it lies beyond it: a
+    // page costs what it returns, however many entries the store holds.
     const std::string start = index_key(area, options.prefix);
-    for (it->Seek(start); it->Valid() && out.size() < options.limit; it->Next()) {
+    it->Seek(start);
+    if (options.after && options.after->area == area) {
+      if (const std::string after = index_key(area, options.after->key); after >= start) {
+        it->Seek(after);
+        if (it->Valid() && std::string_view(it->key().data(), it->key().size()) == after) {
+          it->Next();
+        }
+      }
+    }
+    for (; it->Valid() && out.size() < options.limit; it->Next()) {
       const std::string_view ikey(it->key().data(), it->key().size());
       if (!ikey.starts_with(start)) {
         break;
@@ -539,18 +545,23 @@ Result<std::vector<ObjectInfo>> RocksDbStore::list(const ListOptions& options) {
       if (!r) {
         continue; // orphan touch
       }
-      std::int64_t last = r->last_access_ms;
-      std::uint64_t hits = r->hits;
-      if (const auto p = pending.find(std::string(ikey)); p != pending.end()) {
-        last = std::max(last, p->second.last_access_ms);
-        hits += p->second.hits;
-      }
-      out.push_back(
-          ObjectInfo{area, std::string(ikey.substr(1)), r->size, r->created_ms, last, hits});
+      out.push_back(ObjectInfo{area, std::string(ikey.substr(1)), r->size, r->created_ms,
+                               r->last_access_ms, r->hits});
     }
   }
   if (!it->status().ok()) {
     return tl::unexpected(io_error(it->status(), "list"));
+  }
+  // Reads not flushed yet, looked up for the rows listed only: a small page
+  // costs a few lookups, not a copy of every pending touch.
+  std::lock_guard lock(touch_mu_);
+  if (!touched_.empty()) {
+    for (ObjectInfo& info : out) {
+      if (const auto p = touched_.find(index_key(info.area, info.key)); p != touched_.end()) {
+        info.last_access_ms = std::max(info.last_access_ms, p->second.last_access_ms);
+        info.hits += p->second.hits;
+      }
+    }
   }
   return out;
 }

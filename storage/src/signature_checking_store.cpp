@@ -98,27 +98,59 @@ Result<void> SignatureCheckingStore::remove(Area area, std::string_view key) {
 }
 
 Result<std::vector<ObjectInfo>> SignatureCheckingStore::list(const ListOptions& options) {
-  auto listed = inner_->list(options);
-  if (!listed || !options.servable_only || options.area == Area::kCas) {
-    return listed; // gc and verify see everything stored
+  if (!options.servable_only || options.area == Area::kCas) {
+    return inner_->list(options); // gc and verify see everything stored
   }
   // Omitted, not marked: GET answers 404 for these, so a listing that showed
   // them would advertise entries nobody can read (and a listing is no place
   // to learn what an attacker planted: that is counted and logged on reads).
+  // A page short of its limit for what was omitted goes on after the last
+  // entry read, so a short page still means the end.
+  std::vector<ObjectInfo> out;
+  ListOptions page = options;
+  for (;;) {
+    auto listed = inner_->list(page);
+    if (!listed) {
+      return tl::unexpected(listed.error());
+    }
+    auto kept = servable(std::move(*listed));
+    if (!kept) {
+      return tl::unexpected(kept.error());
+    }
+    const bool full = kept->read == page.limit && kept->read > 0;
+    std::optional<ListCursor> last = kept->last;
+    for (ObjectInfo& info : kept->infos) {
+      out.push_back(std::move(info));
+    }
+    if (!full || out.size() >= options.limit || !last) {
+      return out;
+    }
+    page.after = std::move(last);
+    page.limit = options.limit - out.size();
+  }
+}
+
+Result<SignatureCheckingStore::Servable>
+SignatureCheckingStore::servable(std::vector<ObjectInfo> listed) {
+  Servable out;
+  out.read = listed.size();
+  if (!listed.empty()) {
+    out.last = ListCursor{listed.back().area, listed.back().key};
+  }
   // Checked in batches through the verified cache; not counted as rejections
   // (the counters are for reads).
   std::vector<std::size_t> actions;
-  for (std::size_t i = 0; i < listed->size(); ++i) {
-    if ((*listed)[i].area == Area::kAction) {
+  for (std::size_t i = 0; i < listed.size(); ++i) {
+    if (listed[i].area == Area::kAction) {
       actions.push_back(i);
     }
   }
-  std::vector<bool> refused(listed->size(), false);
+  std::vector<bool> refused(listed.size(), false);
   for (std::size_t start = 0; start < actions.size(); start += kListCheckBatch) {
     const std::size_t end = std::min(actions.size(), start + kListCheckBatch);
     std::vector<std::string> keys;
     for (std::size_t j = start; j < end; ++j) {
-      keys.push_back((*listed)[actions[j]].key);
+      keys.push_back(listed[actions[j]].key);
     }
     std::vector<GetResult> got = inner_->get_many(Area::kAction, keys);
     for (std::size_t j = 0; j < keys.size(); ++j) {
@@ -129,11 +161,10 @@ Result<std::vector<ObjectInfo>> SignatureCheckingStore::list(const ListOptions& 
           !got[j]->has_value() || !check_.verified->verify(keys[j], **got[j], *check_.trusted);
     }
   }
-  std::vector<ObjectInfo> out;
-  out.reserve(listed->size());
-  for (std::size_t i = 0; i < listed->size(); ++i) {
+  out.infos.reserve(listed.size());
+  for (std::size_t i = 0; i < listed.size(); ++i) {
     if (!refused[i]) {
-      out.push_back(std::move((*listed)[i]));
+      out.infos.push_back(std::move(listed[i]));
     }
   }
   return out;

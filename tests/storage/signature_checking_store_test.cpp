@@ -209,6 +209,16 @@ TEST_F(SignatureCheckingStoreTest, ServableListingsOmitWhatGetWouldRefuse) {
   servable.area = Area::kAction;
   EXPECT_EQ(checked_->list(servable)->size(), 1U);
   EXPECT_EQ(rejections_->total(), 0U); // rejections count reads, not listings
+
+  // A page short of its limit only at the end: omitted records are made up
+  // for from further on ("copied" and "forged" sort before "good").
+  servable.limit = 1;
+  auto page = checked_->list(servable);
+  ASSERT_TRUE(page.has_value());
+  ASSERT_EQ(page->size(), 1U);
+  EXPECT_EQ(page->front().key, "good");
+  servable.after = ListCursor{Area::kAction, "good"};
+  EXPECT_TRUE(checked_->list(servable)->empty());
 }
 
 TEST_F(SignatureCheckingStoreTest, CasBlobsAndWritesPassThrough) {

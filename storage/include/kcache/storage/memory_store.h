@@ -5,6 +5,7 @@
 #include <kcache/storage/store.h>
 
 #include <list>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -53,6 +54,9 @@ private:
   mutable std::mutex mu_;
   Lru lru_;
   std::unordered_map<std::string, Lru::iterator> index_;
+  // index_'s keys in order (views of them: its nodes do not move), for
+  // listings that seek (a page after a cursor); lookups stay on index_.
+  std::map<std::string_view, Lru::iterator> ordered_;
   std::uint64_t bytes_ = 0;
   EventCounter evictions_;
 };

@@ -76,6 +76,13 @@ public:
 
 private:
   GetResult check(Area area, std::string_view key, GetResult got);
+  // What list() keeps of a page the inner store listed.
+  struct Servable {
+    std::vector<ObjectInfo> infos;  // the servable ones
+    std::size_t read = 0;           // entries the inner store listed
+    std::optional<ListCursor> last; // the last of them
+  };
+  Result<Servable> servable(std::vector<ObjectInfo> listed);
 
   std::unique_ptr<Store> inner_;
   SignatureCheck check_;

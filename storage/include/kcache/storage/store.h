@@ -52,10 +52,20 @@ struct ObjectInfo {
   std::uint64_t hits = 0;          // reads served; 0 when the tier does not count them
 };
 
+// Where a listing goes on from: an entry's area and key.
+struct ListCursor {
+  Area area = Area::kAction;
+  std::string key;
+};
+
+// list() returns entries in (area, key) order, action records first; with a
+// limit, the first `limit` of them. A page after a cursor is then one seek
+// in an ordered tier (RocksDB, memory), whatever the tier holds.
 struct ListOptions {
   std::optional<Area> area; // both areas when empty
   std::string prefix;       // key prefix filter
   std::size_t limit = SIZE_MAX;
+  std::optional<ListCursor> after; // only entries after this one
   // Only what get() would serve: a tier that checks records (signatures)
   // omits the ones it would refuse. For listings people read (`kcache ls`);
   // gc and verify walk everything stored.
