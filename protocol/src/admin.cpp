@@ -31,6 +31,16 @@ void read(const json& object, const char* key, std::string& out) {
   }
 }
 
+// Preferred to the template below (a function over a template): true/false, not 0/1.
+void read(const json& object, const char* key, bool& out) {
+  if (const json* v = member(object, key)) {
+    if (!v->is_boolean()) {
+      wrong_type(*v, key, "true or false");
+    }
+    out = v->get<bool>();
+  }
+}
+
 template <typename T>
 requires std::is_integral_v<T>
 void read(const json& object, const char* key, T& out) {
@@ -168,6 +178,7 @@ json to_json(const Stats& stats) {
               {"git_revision", stats.git_revision},
               {"key_schema", stats.key_schema},
               {"c_abi", stats.c_abi},
+              {"cluster", stats.cluster},
               {"tiers", std::move(tiers)}};
 }
 
@@ -277,6 +288,7 @@ tl::expected<Stats, std::string> stats_from_json(const json& doc) {
     read(doc, "git_revision", s.git_revision);
     read(doc, "key_schema", s.key_schema);
     read(doc, "c_abi", s.c_abi);
+    read(doc, "cluster", s.cluster);
     read_array(doc, "tiers", s.tiers, tier_from_json);
     return s;
   });

@@ -2,6 +2,7 @@
 // one entry, stats, and verify/gc (the walks themselves are storage's). The
 // answers are rendered by protocol/admin.h, which the client reads them with.
 
+#include "entry_pages.h"
 #include "responses.h"
 #include "scopes.h"
 
@@ -122,72 +123,96 @@ Response RequestHandler::entries(const Request& req, const RouteArgs& args) {
   // As GET would serve them: a shared-tier record refused for its signature
   // is not listed (storage/signature_checking_store.h says why).
   options.servable_only = true;
-  std::size_t limit = 1000;
-  if (const std::string l = query.get("limit"); !l.empty()) {
-    const auto [ptr, ec] = std::from_chars(l.data(), l.data() + l.size(), limit);
-    if (ec != std::errc() || ptr != l.data() + l.size()) {
-      return error(req, http::status::bad_request, "limit must be a non-negative integer");
+  const auto count = [&](const char* name, std::size_t fallback) -> std::optional<std::size_t> {
+    const std::string text = query.get(name);
+    std::size_t n = fallback;
+    if (!text.empty()) {
+      const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+      if (ec != std::errc() || ptr != text.data() + text.size()) {
+        return std::nullopt;
+      }
     }
+    return n;
+  };
+  const auto limit = count("limit", 1000);
+  const auto offset = count("offset", 0); // ?offset= pages through a sorted listing
+  if (!limit || !offset) {
+    return error(req, http::status::bad_request, "limit and offset must be non-negative integers");
   }
-  // ?offset= pages through the sorted listing (the dashboard's pages).
-  std::size_t offset = 0;
-  if (const std::string o = query.get("offset"); !o.empty()) {
-    const auto [ptr, ec] = std::from_chars(o.data(), o.data() + o.size(), offset);
-    if (ec != std::errc() || ptr != o.data() + o.size()) {
-      return error(req, http::status::bad_request, "offset must be a non-negative integer");
-    }
-  }
-  const std::string sort = query.get("sort", "last_access");
-  if (sort != "size" && sort != "last_access" && sort != "created" && sort != "key" &&
-      sort != "hits") {
+  const std::optional<EntrySort> sort = parse_entry_sort(query.get("sort", "last_access"));
+  if (!sort) {
     return error(req, http::status::bad_request,
                  "sort must be size, last_access, hits, created or key");
   }
-  auto listed = store_.list(options);
-  if (!listed) {
-    return store_error(req, listed.error());
-  }
-  auto& items = *listed;
   // Only what this token may read: action records of its namespaces (CAS
-  // blobs are content-addressed: any reader may see them).
-  if (!args.who.may_everywhere(Role::kRead)) {
-    std::erase_if(items, [&](const storage::ObjectInfo& info) {
-      return info.area == Area::kAction && !may_read_key(args.who, artifacts_, info.key);
-    });
-  }
-  // ?namespace=: the action records of that namespace only.
-  if (const std::string ns = query.get("namespace"); !ns.empty()) {
-    std::erase_if(items, [&](const storage::ObjectInfo& info) {
-      return info.area != Area::kAction || namespace_of(artifacts_, info.key) != ns;
-    });
-  }
-  // Only the page is put in order: a page of a large store costs one pass.
-  offset = std::min(offset, items.size());
-  const std::size_t end = offset + std::min(limit, items.size() - offset);
-  std::partial_sort(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(end), items.end(),
-                    [&](const storage::ObjectInfo& a, const storage::ObjectInfo& b) {
-                      if (sort == "size") {
-                        return a.size > b.size;
-                      }
-                      if (sort == "created") {
-                        return a.created_ms > b.created_ms;
-                      }
-                      if (sort == "key") {
-                        return a.key < b.key;
-                      }
-                      if (sort == "hits") {
-                        return a.hits > b.hits;
-                      }
-                      return a.last_access_ms > b.last_access_ms;
-                    });
-  protocol::EntryList out;
-  out.total = items.size();
-  for (std::size_t i = offset; i < end; ++i) {
-    out.entries.push_back(summary_of(items[i]));
-    if (items[i].area == Area::kAction) {
-      out.entries.back().artifact_size = artifact_size(items[i].key);
+  // blobs are content-addressed: any reader may see them); with
+  // ?namespace=, the action records of that namespace only.
+  const bool everywhere = args.who.may_everywhere(Role::kRead);
+  const std::string ns = query.get("namespace");
+  const EntryFilter keep = [&](const storage::ObjectInfo& info) {
+    if (!everywhere && info.area == Area::kAction &&
+        !may_read_key(args.who, artifacts_, info.key)) {
+      return false;
     }
+    return ns.empty() || (info.area == Area::kAction && namespace_of(artifacts_, info.key) == ns);
+  };
+  const auto with_sizes = [&](std::vector<storage::ObjectInfo>& rows) {
+    protocol::EntryList out;
+    for (const storage::ObjectInfo& info : rows) {
+      out.entries.push_back(summary_of(info));
+      if (info.area == Area::kAction) {
+        out.entries.back().artifact_size = artifact_size(info.key);
+      }
+    }
+    return out;
+  };
+  const std::size_t page_limit = std::min(*limit, kMaxEntriesPage);
+  if (query.params.contains("after")) {
+    // A page in key order after a cursor ("" for the first): its cost is
+    // the page's (and at most kMaxEntriesExamined entries filters drop),
+    // not the store's. No total: that would read everything.
+    if (*sort != EntrySort::kKey || *offset != 0) {
+      return error(req, http::status::bad_request,
+                   "after= pages in key order: give sort=key and no offset");
+    }
+    const std::string after = query.get("after");
+    if (!after.empty()) {
+      const auto colon = after.find(':');
+      const std::string_view cursor_area = std::string_view(after).substr(0, colon);
+      if (colon == std::string::npos || (cursor_area != "ac" && cursor_area != "cas")) {
+        return error(req, http::status::bad_request,
+                     "after must be empty, ac:KEY or cas:KEY (a page's next_after)");
+      }
+      options.after = storage::ListCursor{cursor_area == "ac" ? Area::kAction : Area::kCas,
+                                          after.substr(colon + 1)};
+    }
+    auto page = key_page(store_, options, page_limit, keep, kMaxEntriesExamined);
+    if (!page) {
+      return store_error(req, page.error());
+    }
+    nlohmann::json body = protocol::to_json(with_sizes(page->rows));
+    body.erase("total");
+    body["next_after"] = page->next
+                             ? nlohmann::json(std::string(storage::area_name(page->next->area)) +
+                                              ":" + page->next->key)
+                             : nlohmann::json(nullptr);
+    body["examined"] = page->examined;
+    return json_response(req, http::status::ok, body);
   }
+  // Sorted pages read every entry (no tier keeps sizes or times in order)
+  // and hold offset + limit of them: that window is bounded.
+  if (*offset + page_limit > kMaxEntriesPage) {
+    return error(req, http::status::bad_request,
+                 "offset + limit may be at most " + std::to_string(kMaxEntriesPage) +
+                     " in a sorted listing: narrow it with prefix= or namespace=, or page in "
+                     "key order with after=");
+  }
+  auto page = sorted_page(store_, options, *sort, *offset, page_limit, keep);
+  if (!page) {
+    return store_error(req, page.error());
+  }
+  protocol::EntryList out = with_sizes(page->rows);
+  out.total = page->total;
   return json_response(req, http::status::ok, protocol::to_json(out));
 }
 
@@ -211,6 +236,7 @@ Response RequestHandler::entry(const Request& req, const RouteArgs& args) {
   storage::ListOptions options;
   options.area = Area::kAction;
   options.prefix = std::string(key);
+  options.limit = 1; // in key order, the key itself comes before the longer keys it prefixes
   if (auto listed = store_.list(options)) {
     for (const storage::ObjectInfo& info : *listed) {
       if (info.key == key) {
@@ -262,6 +288,7 @@ Response RequestHandler::stats(const Request& req, const RouteArgs& /*args*/) {
   stats.git_revision = build.git_revision;
   stats.key_schema = build.key_schema;
   stats.c_abi = build.c_abi;
+  stats.cluster = nodes_ != nullptr;
   return json_response(req, http::status::ok, protocol::to_json(stats));
 }
 

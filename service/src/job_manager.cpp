@@ -246,6 +246,7 @@ SubmitResult JobManager::admit_locked(Job job, const std::string& key, bool queu
   if (auto ok = queue_->put(job); !ok) {
     return {SubmitStatus::kStoreError, std::nullopt, ok.error()};
   }
+  changed_locked();
   const Job& stored = table_.add(std::move(job));
   if (children > 0) {
     reservations_[stored.id] = children;
@@ -322,6 +323,28 @@ void JobManager::wait(const std::string& id, Clock::time_point deadline,
     return;
   }
   done(std::move(now));
+}
+
+std::uint64_t JobManager::changes() const {
+  std::lock_guard lock(mu_);
+  return changes_;
+}
+
+void JobManager::wait_for_change(std::uint64_t seen, Clock::time_point deadline,
+                                 std::function<void()> done) {
+  if (cluster_) {
+    deadline = std::min(deadline, Clock::now() + std::chrono::seconds(2));
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (seen == changes_ && !stopping_ && deadline > Clock::now()) {
+      change_waiters_.add(std::to_string(seen), deadline, std::move(done));
+      ++waiters_generation_;
+      waiter_cv_.notify_all(); // the housekeeper may need to wake earlier
+      return;
+    }
+  }
+  done();
 }
 
 std::optional<Job> JobManager::cancel(const std::string& id) {
@@ -407,6 +430,7 @@ JobCounts JobManager::counts() const {
 
 void JobManager::shutdown() {
   Callbacks callbacks;
+  std::vector<std::function<void()>> listings;
   {
     std::lock_guard lock(mu_);
     if (stopping_) {
@@ -419,10 +443,16 @@ void JobManager::shutdown() {
     waiters_.take_all([&](const std::string& id, WaitCallback&& done) {
       callbacks.emplace_back(std::move(done), *table_.find(id));
     });
+    change_waiters_.take_all([&](const std::string& /*seen*/, std::function<void()>&& done) {
+      listings.push_back(std::move(done));
+    });
   }
   waiter_cv_.notify_all();
   for (auto& [done, job] : callbacks) {
     done(std::move(job));
+  }
+  for (auto& done : listings) {
+    done();
   }
   if (cluster_) {
     cluster_->stop();
@@ -468,12 +498,22 @@ void JobManager::journal_locked(const Job& job) {
     // The job goes on; only its survival across a restart is at risk.
     spdlog::error("job {}: {}", job.id, ok.error());
   }
+  changed_locked();
+}
+
+void JobManager::changed_locked() {
+  ++changes_;
+  if (!change_waiters_.empty()) {
+    ++waiters_generation_; // the housekeeper answers them, outside the lock
+    waiter_cv_.notify_all();
+  }
 }
 
 void JobManager::housekeeping_loop(const std::stop_token& stop) {
   std::unique_lock lock(mu_);
   while (!stop.stop_requested() && !stopping_) {
-    const auto next = waiters_.earliest(Clock::now() + std::chrono::seconds(1));
+    const auto next =
+        change_waiters_.earliest(waiters_.earliest(Clock::now() + std::chrono::seconds(1)));
     const std::uint64_t generation = waiters_generation_;
     waiter_cv_.wait_until(lock, stop, next,
                           [&] { return stopping_ || waiters_generation_ != generation; });
@@ -482,11 +522,22 @@ void JobManager::housekeeping_loop(const std::stop_token& stop) {
     waiters_.take_expired(now, [&](const std::string& id, WaitCallback&& done) {
       expired.emplace_back(std::move(done), *table_.find(id));
     });
+    // Listings that saw an older count, and those whose wait ended.
+    std::vector<std::function<void()>> listings;
+    const std::string current = std::to_string(changes_);
+    const auto take = [&](const std::string& /*seen*/, std::function<void()>&& done) {
+      listings.push_back(std::move(done));
+    };
+    change_waiters_.take_if([&](const std::string& seen) { return seen != current; }, take);
+    change_waiters_.take_expired(now, take);
     table_.expire_failures(now);
-    if (!expired.empty()) {
+    if (!expired.empty() || !listings.empty()) {
       lock.unlock();
       for (auto& [done, job] : expired) {
         done(std::move(job));
+      }
+      for (auto& done : listings) {
+        done();
       }
       lock.lock();
     }

@@ -111,6 +111,20 @@ Response RequestHandler::list_jobs(const Request& req, const RouteArgs& args) {
     }
     state = *parsed;
   }
+  std::optional<JobKind> kind;
+  if (const std::string k = args.query.get("kind"); !k.empty()) {
+    auto parsed = parse_job_kind(k);
+    if (!parsed) {
+      return error(req, http::status::bad_request, parsed.error());
+    }
+    kind = *parsed;
+  }
+  // ?log=0: without the compiler logs (the dashboard's live list, answered
+  // on every change; a job's own GET has its log).
+  const bool logs = args.query.get("log") != "0";
+  // Counted before listing: a change while this answer is built makes the
+  // next long-poll answer at once rather than miss it.
+  const std::uint64_t changes = jobs_->changes();
   // Rendered by protocol/admin.h, which clients read it with (a listing
   // shows no spec, so the service's own members of Job do not appear).
   protocol::JobList list;
@@ -118,18 +132,52 @@ Response RequestHandler::list_jobs(const Request& req, const RouteArgs& args) {
   // Filter first, then limit: a scoped token gets up to `limit` of the jobs
   // it may read, not what is left of the newest `limit` of everyone's. The
   // table is bounded, so asking it for all of them is bounded too.
-  const bool sees_all = args.who.may_everywhere(Role::kRead);
-  for (Job& job : jobs_->list(state, sees_all ? limit : std::numeric_limits<std::size_t>::max())) {
+  const bool whole = args.who.may_everywhere(Role::kRead) && !kind;
+  for (Job& job : jobs_->list(state, whole ? limit : std::numeric_limits<std::size_t>::max())) {
     if (list.jobs.size() >= limit) {
       break;
     }
-    if (may_touch_job(args.who, job, Role::kRead)) { // only namespaces it may read
+    if ((!kind || job.kind == *kind) &&
+        may_touch_job(args.who, job, Role::kRead)) { // only namespaces it may read
+      if (!logs) {
+        job.log.clear();
+      }
       list.jobs.push_back(std::move(job));
     }
   }
   const JobCounts c = jobs_->counts();
   list.counts = {c.queued, c.running, c.finished, c.workers, c.queue_capacity};
-  return json_response(req, http::status::ok, protocol::to_json(list));
+  nlohmann::json body = protocol::to_json(list);
+  body["changes"] = changes;
+  return json_response(req, http::status::ok, body);
+}
+
+void RequestHandler::wait_for_jobs(const Request& request, const RouteArgs& args,
+                                   std::chrono::milliseconds wait, const Responder& respond) {
+  // ?since=N (the "changes" of the last answer): answered once a job changed
+  // after it, or when the wait ends; without it, at once.
+  const std::string since = args.query.get("since");
+  std::uint64_t seen = 0;
+  if (jobs_ == nullptr || since.empty() ||
+      std::from_chars(since.data(), since.data() + since.size(), seen).ec != std::errc()) {
+    respond(handle(request));
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  // The answer is built when it is sent, on the job manager's thread: the
+  // request is gone by then, so it keeps what the listing reads.
+  jobs_->wait_for_change(
+      seen, start + wait,
+      [this, respond, start, query = args.query, label = args.label, who = &args.who,
+       version = request.version(), keep_alive = request.keep_alive()] {
+        Request shape{http::verb::get, "/", version};
+        shape.keep_alive(keep_alive);
+        Response response = list_jobs(shape, RouteArgs{{}, query, label, *who});
+        record_metrics(
+            label, http::verb::get, response.result_int(),
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        respond(std::move(response));
+      });
 }
 
 Response RequestHandler::show_job(const Request& req, const RouteArgs& args) {

@@ -1,5 +1,6 @@
-// The dashboard's routes (docs/DASHBOARD.md): its embedded files under /ui/
-// and the per-minute history its charts draw, GET /v1/stats/history.
+// The dashboard's routes (docs/DASHBOARD.md): its embedded files under /ui/,
+// the per-minute history its charts draw (GET /v1/stats/history) and what the
+// viewer's token may do (GET /v1/whoami).
 
 #include "responses.h"
 #include "ui_files.h"
@@ -82,6 +83,28 @@ Response RequestHandler::ui_file(const Request& req, const RouteArgs& args) {
     }
   }
   return ui_response(req, http::status::ok, file->body, type);
+}
+
+Response RequestHandler::whoami(const Request& req, const RouteArgs& args) {
+  // What the dashboard shows to whom: its admin buttons need admin on "*"
+  // (gc, verify), its cancel buttons submit somewhere. The server checks each
+  // request anyway; this only spares a person buttons that would be refused.
+  nlohmann::json grants = nlohmann::json::array();
+  for (const RoleGrant& grant : args.who.roles) {
+    grants.push_back({{"pattern", grant.pattern}, {"role", role_name(grant.role)}});
+  }
+  nlohmann::json everywhere = nlohmann::json::object();
+  nlohmann::json somewhere = nlohmann::json::object();
+  for (const Role role : {Role::kRead, Role::kSubmit, Role::kWrite, Role::kAdmin}) {
+    everywhere[std::string(role_name(role))] = args.who.may_everywhere(role);
+    somewhere[std::string(role_name(role))] = args.who.may_somewhere(role);
+  }
+  return json_response(req, http::status::ok,
+                       nlohmann::json{{"name", args.who.name},
+                                      {"tokens", !tokens_.empty()},
+                                      {"grants", std::move(grants)},
+                                      {"everywhere", std::move(everywhere)},
+                                      {"somewhere", std::move(somewhere)}});
 }
 
 Response RequestHandler::stats_history(const Request& req, const RouteArgs& args) {

@@ -450,6 +450,44 @@ TEST_F(JobManagerTest, CancellingEndsARetrysBackOff) {
   EXPECT_EQ(runner_->runs(), 1U);
 }
 
+// The dashboard's live list: a long-poll on changes() answers when a job is
+// queued, starts or ends, at once for a count that is not the current one,
+// at its deadline when nothing happens, and at shutdown.
+TEST_F(JobManagerTest, ListingLongPollsAnswerOnChanges) {
+  auto m = start(config());
+  const auto on_change = [&](std::uint64_t seen, std::chrono::milliseconds wait) {
+    auto done = std::make_shared<std::promise<void>>();
+    std::future<void> answered = done->get_future();
+    m->wait_for_change(seen, std::chrono::steady_clock::now() + wait,
+                       [done] { done->set_value(); });
+    return answered;
+  };
+  const std::uint64_t idle = m->changes();
+  auto quiet = on_change(idle, 2s);
+  EXPECT_EQ(quiet.wait_for(200ms), std::future_status::timeout) << "nothing changed";
+  EXPECT_EQ(quiet.wait_for(10s), std::future_status::ready) << "answered at its deadline";
+  EXPECT_EQ(m->changes(), idle);
+
+  auto queued = on_change(idle, 30s);
+  const SubmitResult job = m->submit(submission("block listing"));
+  ASSERT_EQ(job.status, SubmitStatus::kQueued) << job.message;
+  EXPECT_EQ(queued.wait_for(10s), std::future_status::ready);
+  ASSERT_EQ(runner_->started(1).size(), 1U);
+  const std::uint64_t running = m->changes();
+  EXPECT_GE(running, idle + 2) << "admitted, then started";
+  EXPECT_EQ(on_change(idle, 30s).wait_for(10s), std::future_status::ready) << "an old count";
+
+  auto ended = on_change(running, 30s);
+  EXPECT_EQ(ended.wait_for(200ms), std::future_status::timeout);
+  runner_->open();
+  EXPECT_EQ(ended.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(finished(*m, job.job->id).state, JobState::kSucceeded);
+
+  auto last = on_change(m->changes(), 60s);
+  m->shutdown();
+  EXPECT_EQ(last.wait_for(10s), std::future_status::ready);
+}
+
 TEST(InfrastructureFailure, WhatCountsAsTheMachinerys) {
   using Exit = compiler::WorkerExit;
   for (const Exit exit :

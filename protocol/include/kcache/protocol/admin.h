@@ -40,6 +40,7 @@ struct Stats {
   std::int64_t zeroed_ms = 0;      // unix ms
   std::string version, git_revision;
   std::uint32_t key_schema = 0, c_abi = 0;
+  bool cluster = false; // started with --cluster: GET /v1/nodes lists the nodes
   std::vector<TierStats> tiers;
 };
 

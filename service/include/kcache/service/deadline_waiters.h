@@ -33,6 +33,20 @@ public:
     waiters_.erase(it);
   }
 
+  // fn(key, Callback&&) for every waiter of a key `pred` accepts, which are removed.
+  template <typename Pred, typename Fn> void take_if(Pred&& pred, Fn&& fn) {
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      if (!pred(it->first)) {
+        ++it;
+        continue;
+      }
+      for (Waiter& w : it->second) {
+        fn(it->first, std::move(w.done));
+      }
+      it = waiters_.erase(it);
+    }
+  }
+
   template <typename Fn> void take_all(Fn&& fn) {
     for (auto& [key, list] : waiters_) {
       for (Waiter& w : list) {
@@ -59,6 +73,7 @@ public:
   }
 
   bool has(const std::string& key) const { return waiters_.contains(key); }
+  bool empty() const { return waiters_.empty(); }
 
   // The earliest deadline, or `latest` if none comes before it: when the
   // owner's housekeeper must wake next.

@@ -69,6 +69,15 @@ public:
   // its state at `deadline`, or with nullopt for an unknown id.
   void wait(const std::string& id, std::chrono::steady_clock::time_point deadline,
             std::function<void(std::optional<Job>)> done);
+  // A count of the changes a listing shows: a job admitted, joined, started,
+  // making progress or finished. The dashboard's live job list long-polls on it.
+  std::uint64_t changes() const;
+  // `done` runs once, on some thread: when changes() is past `seen`, at
+  // `deadline`, or at once when it already is (or kcached is stopping). In
+  // cluster mode the deadline is at most 2 s away: jobs other nodes run
+  // change in Redis, with no event here.
+  void wait_for_change(std::uint64_t seen, std::chrono::steady_clock::time_point deadline,
+                       std::function<void()> done);
   // A queued job is cancelled at once; a running one when its worker is killed
   // (within ~50 ms). Returns the job as it is now; nullopt for an unknown id.
   std::optional<Job> cancel(const std::string& id);
@@ -162,7 +171,9 @@ private:
   };
   Finished finish_locked(Job& job, JobState state);
   void enqueue_locked(const Job& job);
+  // Journals the job and counts the change (changes()).
   void journal_locked(const Job& job);
+  void changed_locked();
 
   const JobsConfig config_;
   const std::unique_ptr<JobRunner> runner_;
@@ -181,6 +192,10 @@ private:
   std::unordered_map<std::string, std::stop_source> running_; // job id -> its cancel
   DeadlineWaiters<WaitCallback> waiters_;                     // job id -> long-polls
   std::uint64_t waiters_generation_ = 0;                      // bumped per new waiter
+  std::uint64_t changes_ = 0;                                 // changes()
+  // Long-polls of the listing, keyed by the changes() they saw; answered by
+  // the housekeeper once it moved on (so a burst of changes wakes it once).
+  DeadlineWaiters<std::function<void()>> change_waiters_;
   // Queue slots promised to admitted searches whose variants are not yet
   // admitted: search id -> slots; reserved_ is their sum.
   std::unordered_map<std::string, std::size_t> reservations_;

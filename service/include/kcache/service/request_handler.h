@@ -103,6 +103,12 @@ public:
 
   // Largest number of keys one batch request may ask for.
   static constexpr std::size_t kMaxBatchKeys = 10000;
+  // GET /v1/entries: most rows a page returns (a larger limit is cut to
+  // it), and the most entries a sorted listing holds (offset + limit).
+  static constexpr std::size_t kMaxEntriesPage = 10000;
+  // Most entries a page in key order reads for filters that drop them
+  // (namespace=, a token's namespaces); next_after then goes on from there.
+  static constexpr std::size_t kMaxEntriesExamined = 100000;
 
 private:
   // The table names the handlers below.
@@ -137,6 +143,9 @@ private:
   Response job_response(const Request& request, const std::optional<Job>& job, std::string_view id);
   void wait_for_job(const Request& request, const RouteArgs& args, std::chrono::milliseconds wait,
                     const Responder& respond);
+  // GET /v1/jobs?since=N&wait_ms=M: the listing once a job changed after N.
+  void wait_for_jobs(const Request& request, const RouteArgs& args, std::chrono::milliseconds wait,
+                     const Responder& respond);
   // The lease routes (lease_routes.cpp).
   Response lease(const Request& request, const RouteArgs& args);
   void wait_for_put(const Request& request, const RouteArgs& args, std::chrono::milliseconds wait,
@@ -146,6 +155,9 @@ private:
   // The dashboard (ui_routes.cpp): its embedded files and per-minute history.
   Response ui_file(const Request& request, const RouteArgs& args);
   Response stats_history(const Request& request, const RouteArgs& args);
+  Response whoami(const Request& request, const RouteArgs& args);
+  // Two stored keys compared, as `kcache explain` does (explain_routes.cpp).
+  Response explain_keys(const Request& request, const RouteArgs& args);
   // kcache.torch's compile reports (run_routes.cpp).
   Response put_run(const Request& request, const RouteArgs& args);
   Response list_runs(const Request& request, const RouteArgs& args);

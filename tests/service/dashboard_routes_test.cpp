@@ -1,0 +1,213 @@
+// The dashboard's server side without sockets: pages of GET /v1/entries over
+// a cursor in bounded reads (entry_pages.h), GET /v1/explain and GET /v1/whoami.
+
+#include "entry_pages.h"
+
+#include <kcache/cachekey/key_manifest.h>
+#include <kcache/service/request_handler.h>
+#include <kcache/storage/artifact_store.h>
+#include <kcache/storage/memory_store.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <tuple>
+
+namespace kcache::service {
+namespace {
+
+using nlohmann::json;
+using storage::Area;
+using storage::ListCursor;
+using storage::ObjectInfo;
+
+std::string key_of(int i) {
+  char name[16];
+  std::snprintf(name, sizeof name, "k%03d", i);
+  return name;
+}
+
+std::vector<std::string> keys(const std::vector<ObjectInfo>& rows) {
+  std::vector<std::string> out;
+  out.reserve(rows.size());
+  for (const ObjectInfo& info : rows) {
+    out.push_back(info.key);
+  }
+  return out;
+}
+
+class EntryPages : public ::testing::Test {
+protected:
+  void SetUp() override {
+    for (int i = 0; i < 300; ++i) {
+      // Sizes repeat: ties are ordered by key.
+      ASSERT_TRUE(store_.put(Area::kAction, key_of(i), std::string((i * 37) % 101 + 1, 'x')));
+    }
+    ASSERT_TRUE(store_.put(Area::kCas, "blob", "b"));
+    options_.area = Area::kAction;
+  }
+
+  storage::MemoryStore store_{64 << 20};
+  storage::ListOptions options_;
+  const EntryFilter all_ = [](const ObjectInfo&) { return true; };
+};
+
+TEST_F(EntryPages, KeyPagesFollowTheCursorReadingAboutAPageEach) {
+  std::vector<std::string> seen;
+  std::optional<ListCursor> after;
+  int pages = 0;
+  do {
+    options_.after = after;
+    auto page = key_page(store_, options_, 50, all_, 100000);
+    ASSERT_TRUE(page.has_value()) << page.error().message;
+    EXPECT_LE(page->examined, 128U) << "a chunk, not the store";
+    const auto rows = keys(page->rows);
+    seen.insert(seen.end(), rows.begin(), rows.end());
+    after = page->next;
+    ++pages;
+  } while (after && pages < 20);
+  std::vector<std::string> expected;
+  expected.reserve(300);
+  for (int i = 0; i < 300; ++i) {
+    expected.push_back(key_of(i));
+  }
+  EXPECT_EQ(pages, 6);
+  EXPECT_EQ(seen, expected);
+}
+
+TEST_F(EntryPages, FiltersAndTheBoundOnEntriesExamined) {
+  const EntryFilter sevens = [](const ObjectInfo& info) { return info.key.back() == '7'; };
+  auto page = key_page(store_, options_, 10, sevens, 100000);
+  ASSERT_TRUE(page.has_value());
+  ASSERT_EQ(page->rows.size(), 10U);
+  EXPECT_EQ(page->rows.front().key, "k007");
+  EXPECT_EQ(page->rows.back().key, "k097");
+  ASSERT_TRUE(page->next.has_value());
+  EXPECT_EQ(page->next->key, "k097");
+  // Stopped after 50 entries: what it found, and where the next page goes on.
+  auto bounded = key_page(store_, options_, 10, sevens, 50);
+  ASSERT_TRUE(bounded.has_value());
+  EXPECT_EQ(keys(bounded->rows),
+            (std::vector<std::string>{"k007", "k017", "k027", "k037", "k047"}));
+  EXPECT_EQ(bounded->examined, 50U);
+  ASSERT_TRUE(bounded->next.has_value());
+  EXPECT_EQ(bounded->next->key, "k049");
+  options_.after = bounded->next;
+  auto rest = key_page(store_, options_, 10, sevens, 50);
+  ASSERT_TRUE(rest.has_value());
+  EXPECT_EQ(rest->rows.front().key, "k057");
+}
+
+TEST_F(EntryPages, SortedPagesAreWindowsOfTheWholeSortedListing) {
+  auto whole = sorted_page(store_, options_, EntrySort::kSize, 0, 300, all_);
+  ASSERT_TRUE(whole.has_value()) << whole.error().message;
+  EXPECT_EQ(whole->total, 300U);
+  ASSERT_EQ(whole->rows.size(), 300U);
+  EXPECT_TRUE(std::is_sorted(whole->rows.begin(), whole->rows.end(),
+                             [](const ObjectInfo& a, const ObjectInfo& b) {
+                               return std::make_tuple(-static_cast<std::int64_t>(a.size), a.key) <
+                                      std::make_tuple(-static_cast<std::int64_t>(b.size), b.key);
+                             }));
+  auto page = sorted_page(store_, options_, EntrySort::kSize, 120, 50, all_);
+  ASSERT_TRUE(page.has_value());
+  EXPECT_EQ(page->total, 300U);
+  EXPECT_EQ(keys(page->rows), keys({whole->rows.begin() + 120, whole->rows.begin() + 170}));
+  const EntryFilter odd = [](const ObjectInfo& info) { return (info.key.back() - '0') % 2 == 1; };
+  auto filtered = sorted_page(store_, options_, EntrySort::kKey, 140, 50, odd);
+  ASSERT_TRUE(filtered.has_value());
+  EXPECT_EQ(filtered->total, 150U);
+  EXPECT_EQ(keys(filtered->rows),
+            (std::vector<std::string>{"k281", "k283", "k285", "k287", "k289", "k291", "k293",
+                                      "k295", "k297", "k299"}));
+}
+
+class DashboardRoutes : public ::testing::Test {
+protected:
+  json get(const std::string& target, http::status expect = http::status::ok) {
+    Request req{http::verb::get, target, 11};
+    req.prepare_payload();
+    const Response res = handler_.handle(req);
+    EXPECT_EQ(res.result(), expect) << target << ": " << res.body();
+    return json::parse(res.body(), nullptr, false);
+  }
+
+  storage::MemoryStore store_{64 << 20};
+  MetricsRegistry metrics_;
+  RequestHandler handler_{store_, {{"memory", &store_}}, metrics_, {}};
+};
+
+TEST_F(DashboardRoutes, EntriesInKeyOrderPageByCursorWithoutATotal) {
+  for (int i = 0; i < 120; ++i) {
+    ASSERT_TRUE(store_.put(Area::kAction, key_of(i), "v"));
+  }
+  std::vector<std::string> seen;
+  std::string after;
+  for (int page = 0; page < 5; ++page) {
+    const json list = get("/v1/entries?area=ac&sort=key&limit=50&after=" + after);
+    EXPECT_FALSE(list.contains("total"));
+    for (const json& e : list["entries"]) {
+      seen.push_back(e["key"]);
+    }
+    if (list["next_after"].is_null()) {
+      break;
+    }
+    after = list["next_after"].get<std::string>();
+    EXPECT_EQ(after, "ac:" + seen.back());
+  }
+  ASSERT_EQ(seen.size(), 120U);
+  EXPECT_EQ(seen.back(), "k119");
+  get("/v1/entries?sort=key&after=k001", http::status::bad_request);
+  get("/v1/entries?sort=size&after=", http::status::bad_request);
+  // A sorted listing holds offset + limit entries: that is bounded.
+  get("/v1/entries?sort=size&offset=9990&limit=50", http::status::bad_request);
+  EXPECT_EQ(get("/v1/entries?sort=size&offset=100&limit=50")["total"], 120);
+}
+
+TEST_F(DashboardRoutes, ExplainPutsComponentsSideBySideAndMarksTheDifferingOne) {
+  const auto manifest = [](const std::string& option) {
+    return *cachekey::KeyBuilder()
+                .ns("team")
+                .graph_digest(std::string(64, 'd'))
+                .hardware("x86_64:avx2")
+                .options({"-O2", option})
+                .build();
+  };
+  const cachekey::KeyManifest a = manifest("-DTILE=64");
+  const cachekey::KeyManifest b = manifest("-DTILE=128");
+  storage::ArtifactStore artifacts(store_);
+  for (const auto& m : {a, b}) {
+    ASSERT_TRUE(artifacts.put(m, {{"kernel.o", "object"}}, "test"));
+  }
+  ASSERT_TRUE(artifacts.put("torch:team:plain", {{"v", "x"}}, "test"));
+  const json e = get("/v1/explain?a=" + a.key() + "&b=" + b.key());
+  EXPECT_EQ(e["kind"], "manifest");
+  EXPECT_FALSE(e["same"].get<bool>());
+  std::vector<std::string> differing;
+  for (const json& c : e["components"]) {
+    if (c["differs"].get<bool>()) {
+      differing.push_back(c["component"]);
+      EXPECT_NE(c["a"], c["b"]);
+    }
+  }
+  EXPECT_EQ(differing, std::vector<std::string>{"options"});
+  EXPECT_EQ(e["components"].size(), 8U);
+  ASSERT_EQ(e["diffs"].size(), 1U);
+  EXPECT_EQ(e["diffs"][0]["component"], "options");
+  EXPECT_TRUE(get("/v1/explain?a=" + a.key() + "&b=" + a.key())["same"].get<bool>());
+  get("/v1/explain?a=" + a.key() + "&b=kc1-" + std::string(64, '0'), http::status::not_found);
+  get("/v1/explain?a=" + a.key(), http::status::bad_request);
+  get("/v1/explain?a=" + a.key() + "&b=torch:team:plain", http::status::unprocessable_entity);
+}
+
+TEST_F(DashboardRoutes, WhoamiWithoutTokensMayDoEverything) {
+  const json who = get("/v1/whoami");
+  EXPECT_EQ(who["name"], "anonymous");
+  EXPECT_FALSE(who["tokens"].get<bool>());
+  EXPECT_TRUE(who["everywhere"]["admin"].get<bool>());
+  EXPECT_TRUE(who["somewhere"]["submit"].get<bool>());
+}
+
+} // namespace
+} // namespace kcache::service
