@@ -33,7 +33,8 @@ tl::expected<std::string_view, std::string> ArtifactBody::next() {
   if (!started_) {
     started_ = true;
     text_ = wire::encode_parts_prefix(head_.record.outputs.size() + 1) +
-            wire::encode_part_head(kRecordPart, head_.record_json.size()) + head_.record_json;
+            wire::encode_part_head(kRecordPart, head_.record_json.size());
+    text_ += head_.record_json.view();
     return std::string_view(text_);
   }
   text_.clear();

@@ -83,7 +83,7 @@ bool JobPublisher::has(const std::string& key) {
 std::optional<std::string> JobPublisher::first_file(const std::string& key) {
   auto artifact = artifacts_.get(key);
   if (artifact && *artifact && !(*artifact)->files.empty()) {
-    return (*artifact)->files.front().data;
+    return (*artifact)->files.front().data.str();
   }
   return std::nullopt;
 }

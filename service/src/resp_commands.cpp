@@ -67,6 +67,8 @@ constexpr std::array<std::string_view, 18> kKnown = {
     "PING", "ECHO", "QUIT", "HELLO", "AUTH", "SELECT", "CLIENT", "CONFIG", "COMMAND",
     "INFO", "GET",  "MGET", "SET",   "DEL",  "UNLINK", "EXISTS", "TTL",    "PTTL"};
 
+static_assert(RespCommands::kCountedCommands == kKnown.size() + 1, "kKnown and \"other\"");
+
 constexpr std::string_view kNoAuth = "NOAUTH Authentication required.";
 
 } // namespace
@@ -77,7 +79,8 @@ RespCommands::RespCommands(storage::Store& store, const storage::RecordSigner* s
     : store_(store), artifacts_(store, signer), tokens_(std::move(tokens)), ns_(std::move(ns)),
       max_value_bytes_(max_value_bytes), metrics_(metrics), leases_(leases),
       protocol_errors_(metrics.counter("kcache_resp_protocol_errors_total",
-                                       "RESP connections closed on a malformed request")) {
+                                       "RESP connections closed on a malformed request")),
+      hit_copies_(metrics, "resp") {
   for (const Token& token : tokens_) {
     principals_.push_back(Principal::of(token));
   }
@@ -112,12 +115,19 @@ RespSession RespCommands::open() const {
 }
 
 void RespCommands::count(std::string_view command, bool ok) {
-  const bool known = std::find(kKnown.begin(), kKnown.end(), command) != kKnown.end();
-  metrics_
-      .counter(
-          "kcache_resp_commands_total", "RESP commands by name and outcome",
-          {{"command", known ? std::string(command) : "other"}, {"outcome", ok ? "ok" : "error"}})
-      .inc();
+  const auto known = std::find(kKnown.begin(), kKnown.end(), command);
+  const auto slot = static_cast<std::size_t>(known - kKnown.begin()) * 2 + (ok ? 0 : 1);
+  // Looked up once per name and outcome (a registry lookup builds label
+  // strings and takes its lock), on first use: a series appears once counted.
+  Counter* counter = command_counters_[slot].load(std::memory_order_acquire);
+  if (counter == nullptr) {
+    counter =
+        &metrics_.counter("kcache_resp_commands_total", "RESP commands by name and outcome",
+                          {{"command", known != kKnown.end() ? std::string(command) : "other"},
+                           {"outcome", ok ? "ok" : "error"}});
+    command_counters_[slot].store(counter, std::memory_order_release);
+  }
+  counter->inc();
 }
 
 void RespCommands::protocol_error(const std::string& message, std::string& out) {
@@ -339,7 +349,9 @@ bool RespCommands::get(std::string_view resp_key, const RespSession& session, Re
     return fail("WRONGTYPE the entry holds " + std::to_string((*found)->files.size()) +
                 " files, not one value");
   }
-  out.bulk(std::move((*found)->files.front().data)); // moved: no copy into the reply
+  storage::SharedBytes& value = (*found)->files.front().data;
+  const std::size_t size = value.size();
+  hit_copies_.count(size, out.bulk(std::move(value))); // a large value is referenced, not copied
   return true;
 }
 

@@ -11,12 +11,15 @@
 // HTTP under such a key with exactly one file reads back the same way.
 
 #include <kcache/service/config.h>
+#include <kcache/service/hit_copies.h>
 #include <kcache/service/metrics.h>
 #include <kcache/service/tokens.h>
 #include <kcache/storage/artifact_store.h>
 
 #include <boost/asio/buffer.hpp>
 
+#include <array>
+#include <atomic>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,9 +30,9 @@ namespace kcache::service {
 class LeaseTable;
 
 // Replies not yet written: text, and large values kept as the store handed
-// them out (moved in, not copied), written with the text around them in one
-// gathered write. A GET's value is then copied once per answer, by the
-// memory tier's read, never into a reply string.
+// them out (its shared buffers, storage/store.h), written with the text
+// around them in one gathered write. A GET's value from the memory tier is
+// then not copied at all: the socket is written from the tier's buffer.
 class RespOut {
 public:
   // Values at least this large are kept as pieces of their own; smaller ones
@@ -39,29 +42,29 @@ public:
 
   // The text to append to (after the last value).
   std::string& text() {
-    if (pieces_.empty() || last_is_value_) {
-      pieces_.emplace_back();
-      last_is_value_ = false;
+    if (texts_.size() == values_.size()) {
+      texts_.emplace_back();
     }
-    return pieces_.back();
+    return texts_.back();
   }
-  // A bulk string's payload: $<n>\r\n, the bytes, \r\n.
-  void bulk(std::string data) {
+  // A bulk string's payload: $<n>\r\n, the bytes, \r\n. Returns how many of
+  // the value's bytes were copied (into the text; 0 when kept as a piece).
+  std::size_t bulk(storage::SharedBytes data) {
     std::string& head = text();
     head.append("$").append(std::to_string(data.size())).append("\r\n");
     if (data.size() < kPieceBytes) {
-      head.append(data).append("\r\n");
-      return;
+      head.append(data.view()).append("\r\n");
+      return data.size();
     }
     size_ += data.size();
-    pieces_.push_back(std::move(data));
-    last_is_value_ = true;
+    values_.push_back(std::move(data));
     text().append("\r\n");
+    return 0;
   }
   std::size_t size() const {
     std::size_t n = size_;
-    for (std::size_t i = 0; i < pieces_.size(); ++i) {
-      n += is_text(i) ? pieces_[i].size() : 0;
+    for (const std::string& t : texts_) {
+      n += t.size();
     }
     return n;
   }
@@ -69,44 +72,49 @@ public:
   // The pieces to write, in order, into `out`; valid until this changes.
   void buffers(std::vector<boost::asio::const_buffer>& out) const {
     out.clear();
-    for (const std::string& piece : pieces_) {
-      if (!piece.empty()) {
-        out.emplace_back(piece.data(), piece.size());
+    for (std::size_t i = 0; i < texts_.size(); ++i) {
+      if (!texts_[i].empty()) {
+        out.emplace_back(texts_[i].data(), texts_[i].size());
+      }
+      if (i < values_.size() && !values_[i].empty()) {
+        out.emplace_back(values_[i].data(), values_[i].size());
       }
     }
   }
   // Everything as one string (tests, the fuzzer).
   std::string flat() const {
     std::string out;
-    for (const std::string& piece : pieces_) {
-      out += piece;
+    for (std::size_t i = 0; i < texts_.size(); ++i) {
+      out += texts_[i];
+      if (i < values_.size()) {
+        out += values_[i].view();
+      }
     }
     return out;
   }
   // Keeps the first text's memory when small: the next replies reuse it.
   void clear() {
-    if (!pieces_.empty() && pieces_.front().capacity() <= kKeepBytes) {
-      pieces_.resize(1);
-      pieces_.front().clear();
+    if (!texts_.empty() && texts_.front().capacity() <= kKeepBytes) {
+      texts_.resize(1);
+      texts_.front().clear();
     } else {
-      pieces_.clear();
+      texts_.clear();
     }
+    values_.clear();
     size_ = 0;
-    last_is_value_ = false;
   }
   void swap(RespOut& other) noexcept {
-    pieces_.swap(other.pieces_);
+    texts_.swap(other.texts_);
+    values_.swap(other.values_);
     std::swap(size_, other.size_);
-    std::swap(last_is_value_, other.last_is_value_);
   }
 
 private:
-  // Text pieces and value pieces alternate, text first.
-  bool is_text(std::size_t i) const { return i % 2 == 0; }
-
-  std::vector<std::string> pieces_;
+  // texts_[i] goes before values_[i]; texts_ has as many entries as values_,
+  // or one more (the text after the last value).
+  std::vector<std::string> texts_;
+  std::vector<storage::SharedBytes> values_;
   std::size_t size_ = 0; // the values' bytes
-  bool last_is_value_ = false;
 };
 
 // What one connection has said about itself (AUTH).
@@ -136,6 +144,9 @@ public:
   // Whether `ns` can be a RESP namespace (it sits between ':' in keys).
   static bool valid_namespace(std::string_view ns);
 
+  // The command names counted apart in kcache_resp_commands_total, "other" included.
+  static constexpr std::size_t kCountedCommands = 19;
+
 private:
   void count(std::string_view command, bool ok);
   // GET's reply (the value, or nil); false on an error, whose reply is
@@ -159,6 +170,9 @@ private:
   MetricsRegistry& metrics_;
   LeaseTable* leases_;
   Counter& protocol_errors_;
+  HitCopies hit_copies_; // a GET's value and its copies
+  // count()'s counters by command and outcome, set on first use.
+  std::array<std::atomic<Counter*>, kCountedCommands * 2> command_counters_{};
 };
 
 } // namespace kcache::service

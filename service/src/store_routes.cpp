@@ -38,37 +38,50 @@ Response head_response(const Request& req, bool found) {
   return res;
 }
 
-// The artifact as a parts body (wire.h: the record, then its files), written
-// straight from the store's values: each file is copied once, into the body
-// (a vector of wire::Part first cost a second copy of every file).
-std::string encode_artifact(const storage::Artifact& artifact) {
-  std::size_t total =
-      wire::kPartsPrefixSize + wire::part_head_size("record") + artifact.record_json.size();
-  for (const storage::ArtifactFile& f : artifact.files) {
-    total += wire::part_head_size(f.name) + f.data.size();
-  }
-  std::string out;
-  out.reserve(total);
-  out += wire::encode_parts_prefix(artifact.files.size() + 1);
-  out += wire::encode_part_head("record", artifact.record_json.size());
-  out += artifact.record_json;
-  for (const storage::ArtifactFile& f : artifact.files) {
-    out += wire::encode_part_head(f.name, f.data.size());
-    out += f.data;
-  }
-  return out;
-}
-
-// A hit read whole: large files go out from the store's values in one
-// gathered write (artifact_body.h), small artifacts as one encoded string.
-Response artifact_response(const Request& req, storage::Artifact artifact) {
+// The files' bytes: an artifact hit's payload.
+std::uint64_t payload_of(const storage::Artifact& artifact) {
   std::uint64_t files = 0;
   for (const storage::ArtifactFile& f : artifact.files) {
     files += f.data.size();
   }
-  if (files < GatheredBody::kGatherBytes) {
-    return make(req, http::status::ok, encode_artifact(artifact), wire::kPartsContentType);
+  return files;
+}
+
+// The size of the artifact's parts body (wire.h: the record, then its files).
+std::uint64_t encoded_size(const storage::Artifact& artifact) {
+  std::uint64_t total =
+      wire::kPartsPrefixSize + wire::part_head_size("record") + artifact.record_json.size();
+  for (const storage::ArtifactFile& f : artifact.files) {
+    total += wire::part_head_size(f.name) + f.data.size();
   }
+  return total;
+}
+
+// Appends the artifact's parts body, written straight from the store's
+// values: each file is copied once, into `out`.
+void append_artifact(std::string& out, const storage::Artifact& artifact) {
+  out += wire::encode_parts_prefix(artifact.files.size() + 1);
+  out += wire::encode_part_head("record", artifact.record_json.size());
+  out += artifact.record_json.view();
+  for (const storage::ArtifactFile& f : artifact.files) {
+    out += wire::encode_part_head(f.name, f.data.size());
+    out += f.data.view();
+  }
+}
+
+// A hit read whole: large files go out from the store's buffers in one
+// gathered write (artifact_body.h; no copy), small artifacts as one encoded
+// string (a copy of a few KiB costs less than the pieces).
+Response artifact_response(const Request& req, storage::Artifact artifact, HitCopies& copies) {
+  const std::uint64_t files = payload_of(artifact);
+  if (files < GatheredBody::kGatherBytes) {
+    std::string body;
+    body.reserve(encoded_size(artifact));
+    append_artifact(body, artifact);
+    copies.count(files, files);
+    return make(req, http::status::ok, std::move(body), wire::kPartsContentType);
+  }
+  copies.count(files, 0);
   Response res = make(req, http::status::ok, std::string(), wire::kPartsContentType);
   res.body().source = std::make_shared<GatheredBody>(std::move(artifact));
   res.prepare_payload();
@@ -452,7 +465,7 @@ Response RequestHandler::artifact(const Request& req, const RouteArgs& args) {
     if (!found->has_value()) {
       return error(req, http::status::not_found, "no artifact for " + std::string(key));
     }
-    return artifact_response(req, std::move(**found));
+    return artifact_response(req, std::move(**found), hit_copies_);
   }
   if (const auto spool = std::dynamic_pointer_cast<UploadSpool>(req.body().source)) {
     return put_spooled_artifact(req, store_, artifacts_, key, args.who, *spool);
@@ -490,23 +503,46 @@ Response RequestHandler::batch_get(const Request& req, const RouteArgs& args) {
     return error(req, http::status::payload_too_large,
                  "at most " + std::to_string(kMaxBatchKeys) + " keys per batch");
   }
-  std::vector<wire::Part> out;
+  // Every key is checked before anything is read: a bad key fails the batch.
   for (const json& k : doc["keys"]) {
     if (!k.is_string() || !wire::is_valid_action_key(k.get_ref<const std::string&>())) {
       return error(req, http::status::bad_request,
                    "invalid key in batch: " + protocol::json_text(k));
     }
-    const auto& key = k.get_ref<const std::string&>();
-    // Keys of namespaces this token may not read are misses.
-    if (!may_read_key(args.who, artifacts_, key)) {
-      out.push_back({key, std::string()});
-      continue;
-    }
-    auto found = artifacts_.get(key);
-    // A tier that cannot answer is a miss here: one bad key must not fail the batch.
-    out.push_back({key, found && found->has_value() ? encode_artifact(**found) : std::string()});
   }
-  return make(req, http::status::ok, wire::encode_parts(out), wire::kPartsContentType);
+  // One part per key, named by it: the artifact's parts body, or nothing
+  // for a miss. Each artifact is encoded straight into the batch's body (one
+  // copy of its files; encoding it alone first cost a second).
+  std::vector<std::optional<storage::Artifact>> found;
+  found.reserve(doc["keys"].size());
+  std::uint64_t total = wire::kPartsPrefixSize;
+  std::uint64_t payload = 0;
+  for (const json& k : doc["keys"]) {
+    const auto& key = k.get_ref<const std::string&>();
+    std::optional<storage::Artifact> hit;
+    // Keys of namespaces this token may not read are misses.
+    if (may_read_key(args.who, artifacts_, key)) {
+      // A tier that cannot answer is a miss here: one bad key must not fail the batch.
+      if (auto got = artifacts_.get(key); got && got->has_value()) {
+        hit = std::move(**got);
+      }
+    }
+    total += wire::part_head_size(key) + (hit ? encoded_size(*hit) : 0);
+    payload += hit ? payload_of(*hit) : 0;
+    found.push_back(std::move(hit));
+  }
+  std::string body;
+  body.reserve(total);
+  body += wire::encode_parts_prefix(found.size());
+  for (std::size_t i = 0; i < found.size(); ++i) {
+    const auto& key = doc["keys"][i].get_ref<const std::string&>();
+    body += wire::encode_part_head(key, found[i] ? encoded_size(*found[i]) : 0);
+    if (found[i]) {
+      append_artifact(body, *found[i]);
+    }
+  }
+  hit_copies_.count(payload, payload);
+  return make(req, http::status::ok, std::move(body), wire::kPartsContentType);
 }
 
 } // namespace kcache::service

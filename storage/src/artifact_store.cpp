@@ -178,7 +178,7 @@ Result<ActionRecord> ArtifactStore::put_record(ActionRecord record) {
 }
 
 Result<std::optional<Artifact>> ArtifactStore::load_record(std::string_view key) {
-  auto raw = store_.get(Area::kAction, key);
+  auto raw = store_.get_shared(Area::kAction, key);
   if (!raw) {
     return tl::unexpected(raw.error());
   }
@@ -226,7 +226,7 @@ Result<std::optional<ActionRecord>> ArtifactStore::peek_record(std::string_view 
   return std::optional<ActionRecord>{std::move(*record)};
 }
 
-GetResult ArtifactStore::read_chunked(const OutputRef& out) const {
+SharedGetResult ArtifactStore::read_chunked(const OutputRef& out) const {
   Bytes data;
   data.reserve(out.size);
   BlobReader blob = reader(out);
@@ -234,11 +234,12 @@ GetResult ArtifactStore::read_chunked(const OutputRef& out) const {
     auto piece = blob.next();
     if (!piece) {
       // A missing or corrupt chunk is a miss, as a missing whole blob is.
-      return piece.error().code == StoreError::Code::kCorrupt ? GetResult(std::optional<Bytes>{})
-                                                              : tl::unexpected(piece.error());
+      return piece.error().code == StoreError::Code::kCorrupt
+                 ? SharedGetResult(std::optional<SharedBytes>{})
+                 : tl::unexpected(piece.error());
     }
     if (!piece->has_value()) {
-      return std::optional<Bytes>{std::move(data)};
+      return std::optional<SharedBytes>{SharedBytes(std::move(data))};
     }
     data.append(**piece);
   }
@@ -259,7 +260,8 @@ Result<std::optional<Artifact>> ArtifactStore::with_files(Artifact artifact) {
       digests.push_back(o.digest);
     }
   }
-  std::vector<GetResult> blobs = store_.get_many(Area::kCas, digests);
+  // Shared: a blob in the memory tier is handed out as its buffer, not copied.
+  std::vector<SharedGetResult> blobs = store_.get_many_shared(Area::kCas, digests);
   std::size_t next_whole = 0;
   for (const OutputRef& out : artifact.record.outputs) {
     if (!out.chunks.empty()) {

@@ -15,7 +15,7 @@ void CountingStore::count_error(const StoreError& error) {
   }
 }
 
-void CountingStore::count_get(const GetResult& result) {
+template <typename R> void CountingStore::count_get(const R& result) {
   if (!result) {
     count_error(result.error());
   } else if (result->has_value()) {
@@ -44,14 +44,39 @@ std::vector<GetResult> CountingStore::get_many(Area area, std::span<const std::s
   return results;
 }
 
-Result<void> CountingStore::put(Area area, std::string_view key, std::string_view value) {
-  Result<void> result = inner_->put(area, key, value);
+SharedGetResult CountingStore::get_shared(Area area, std::string_view key) {
+  SharedGetResult result = inner_->get_shared(area, key);
+  count_get(result);
+  return result;
+}
+
+std::vector<SharedGetResult> CountingStore::get_many_shared(Area area,
+                                                            std::span<const std::string> keys) {
+  std::vector<SharedGetResult> results = inner_->get_many_shared(area, keys);
+  for (const SharedGetResult& result : results) {
+    count_get(result);
+  }
+  return results;
+}
+
+void CountingStore::count_put(const Result<void>& result, std::size_t bytes) {
   if (result) {
     puts_.add();
-    bytes_written_.add(value.size());
+    bytes_written_.add(bytes);
   } else {
     count_error(result.error());
   }
+}
+
+Result<void> CountingStore::put(Area area, std::string_view key, std::string_view value) {
+  Result<void> result = inner_->put(area, key, value);
+  count_put(result, value.size());
+  return result;
+}
+
+Result<void> CountingStore::put_shared(Area area, std::string_view key, const SharedBytes& value) {
+  Result<void> result = inner_->put_shared(area, key, value);
+  count_put(result, value.size());
   return result;
 }
 

@@ -19,16 +19,40 @@ void MemoryStore::erase_locked(Lru::iterator it) {
   lru_.erase(it);
 }
 
-GetResult MemoryStore::get(Area area, std::string_view key) {
-  std::lock_guard lock(mu_);
+const MemoryStore::Entry* MemoryStore::touch_locked(Area area, std::string_view key) {
   const auto it = index_.find(index_key(area, key));
   if (it == index_.end()) {
-    return std::optional<Bytes>{};
+    return nullptr;
   }
   lru_.splice(lru_.begin(), lru_, it->second);
   it->second->last_access_ms = unix_now_ms();
   ++it->second->hits;
-  return std::optional<Bytes>{it->second->value};
+  return &*it->second;
+}
+
+GetResult MemoryStore::get(Area area, std::string_view key) {
+  std::lock_guard lock(mu_);
+  const Entry* e = touch_locked(area, key);
+  return e == nullptr ? std::optional<Bytes>{} : std::optional<Bytes>{e->value.str()};
+}
+
+SharedGetResult MemoryStore::get_shared(Area area, std::string_view key) {
+  std::lock_guard lock(mu_);
+  const Entry* e = touch_locked(area, key);
+  return e == nullptr ? std::optional<SharedBytes>{} : std::optional<SharedBytes>{e->value};
+}
+
+std::vector<SharedGetResult> MemoryStore::get_many_shared(Area area,
+                                                          std::span<const std::string> keys) {
+  std::vector<SharedGetResult> out;
+  out.reserve(keys.size());
+  std::lock_guard lock(mu_);
+  for (const std::string& key : keys) {
+    const Entry* e = touch_locked(area, key);
+    out.emplace_back(e == nullptr ? std::optional<SharedBytes>{}
+                                  : std::optional<SharedBytes>{e->value});
+  }
+  return out;
 }
 
 GetResult MemoryStore::peek(Area area, std::string_view key) {
@@ -37,15 +61,29 @@ GetResult MemoryStore::peek(Area area, std::string_view key) {
   if (it == index_.end()) {
     return std::optional<Bytes>{};
   }
-  return std::optional<Bytes>{it->second->value};
+  return std::optional<Bytes>{it->second->value.str()};
 }
+
+namespace {
+
+// Larger than the whole tier: keeping it would evict everything else.
+StoreError too_large(std::size_t size) {
+  return StoreError{StoreError::Code::kTooLarge,
+                    "value of " + std::to_string(size) + " bytes exceeds the memory tier capacity"};
+}
+
+} // namespace
 
 Result<void> MemoryStore::put(Area area, std::string_view key, std::string_view value) {
   if (value.size() > capacity_) {
-    // Larger than the whole tier: keeping it would evict everything else.
-    return tl::unexpected(
-        StoreError{StoreError::Code::kTooLarge, "value of " + std::to_string(value.size()) +
-                                                    " bytes exceeds the memory tier capacity"});
+    return tl::unexpected(too_large(value.size())); // before the copy
+  }
+  return put_shared(area, key, SharedBytes(Bytes(value)));
+}
+
+Result<void> MemoryStore::put_shared(Area area, std::string_view key, const SharedBytes& value) {
+  if (value.size() > capacity_) {
+    return tl::unexpected(too_large(value.size()));
   }
   std::lock_guard lock(mu_);
   if (const auto it = index_.find(index_key(area, key)); it != index_.end()) {
@@ -56,7 +94,7 @@ Result<void> MemoryStore::put(Area area, std::string_view key, std::string_view 
     evictions_.add();
   }
   const std::int64_t now = unix_now_ms();
-  lru_.push_front(Entry{area, std::string(key), Bytes(value), now, now, 0});
+  lru_.push_front(Entry{area, std::string(key), value, now, now, 0});
   const auto node = index_.emplace(index_key(area, key), lru_.begin()).first;
   ordered_.emplace(node->first, lru_.begin());
   bytes_ += value.size();

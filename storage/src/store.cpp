@@ -37,4 +37,32 @@ std::vector<GetResult> Store::get_many(Area area, std::span<const std::string> k
   return out;
 }
 
+namespace {
+
+SharedGetResult shared(GetResult got) {
+  if (!got) {
+    return tl::unexpected(std::move(got.error()));
+  }
+  if (!got->has_value()) {
+    return std::optional<SharedBytes>{};
+  }
+  return std::optional<SharedBytes>{SharedBytes(std::move(**got))};
+}
+
+} // namespace
+
+SharedGetResult Store::get_shared(Area area, std::string_view key) {
+  return shared(get(area, key));
+}
+
+std::vector<SharedGetResult> Store::get_many_shared(Area area, std::span<const std::string> keys) {
+  std::vector<GetResult> got = get_many(area, keys);
+  std::vector<SharedGetResult> out;
+  out.reserve(got.size());
+  for (GetResult& one : got) {
+    out.push_back(shared(std::move(one)));
+  }
+  return out;
+}
+
 } // namespace kcache::storage

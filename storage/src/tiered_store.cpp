@@ -28,8 +28,7 @@ void TieredStore::note_put_error(std::size_t tier, Area area, std::string_view k
               area_name(area), key, error_code_name(error.code), error.message);
 }
 
-void TieredStore::backfill(std::size_t below, Area area, std::string_view key,
-                           std::string_view value) {
+void TieredStore::backfill(std::size_t below, Area area, std::string_view key, const Bytes& value) {
   for (std::size_t i = 0; i < below; ++i) {
     if (auto ok = tiers_[i]->put(area, key, value); ok) {
       backfills_.add();
@@ -39,9 +38,21 @@ void TieredStore::backfill(std::size_t below, Area area, std::string_view key,
   }
 }
 
-GetResult TieredStore::get(Area area, std::string_view key) {
+void TieredStore::backfill(std::size_t below, Area area, std::string_view key,
+                           const SharedBytes& value) {
+  for (std::size_t i = 0; i < below; ++i) {
+    if (auto ok = tiers_[i]->put_shared(area, key, value); ok) {
+      backfills_.add();
+    } else if (ok.error().code != StoreError::Code::kTooLarge) {
+      note_tier_error(i, ok.error());
+    }
+  }
+}
+
+template <typename R, typename Read>
+R TieredStore::read_through(Area area, std::string_view key, Read read) {
   for (std::size_t i = 0; i < tiers_.size(); ++i) {
-    GetResult r = tiers_[i]->get(area, key);
+    R r = read(*tiers_[i], key);
     if (!r) {
       note_tier_error(i, r.error());
       continue;
@@ -51,21 +62,13 @@ GetResult TieredStore::get(Area area, std::string_view key) {
       return r;
     }
   }
-  return std::optional<Bytes>{};
+  return typename R::value_type{};
 }
 
-GetResult TieredStore::peek(Area area, std::string_view key) {
-  for (std::size_t i = 0; i < tiers_.size(); ++i) {
-    GetResult r = tiers_[i]->peek(area, key);
-    if (r && r->has_value()) {
-      return r;
-    }
-  }
-  return std::optional<Bytes>{};
-}
-
-std::vector<GetResult> TieredStore::get_many(Area area, std::span<const std::string> keys) {
-  std::vector<GetResult> out(keys.size(), std::optional<Bytes>{});
+template <typename R, typename Read>
+std::vector<R> TieredStore::read_many_through(Area area, std::span<const std::string> keys,
+                                              Read read) {
+  std::vector<R> out(keys.size(), typename R::value_type{});
   std::vector<std::size_t> pending(keys.size());
   for (std::size_t i = 0; i < keys.size(); ++i) {
     pending[i] = i;
@@ -76,7 +79,7 @@ std::vector<GetResult> TieredStore::get_many(Area area, std::span<const std::str
     for (std::size_t i : pending) {
       ask.push_back(keys[i]);
     }
-    std::vector<GetResult> got = tiers_[t]->get_many(area, ask);
+    std::vector<R> got = read(*tiers_[t], std::span<const std::string>(ask));
     std::vector<std::size_t> still;
     for (std::size_t j = 0; j < pending.size(); ++j) {
       if (!got[j]) {
@@ -95,6 +98,40 @@ std::vector<GetResult> TieredStore::get_many(Area area, std::span<const std::str
 }
 
 Result<void> TieredStore::put(Area area, std::string_view key, std::string_view value) {
+GetResult TieredStore::get(Area area, std::string_view key) {
+  return read_through<GetResult>(
+      area, key, [area](Store& tier, std::string_view k) { return tier.get(area, k); });
+}
+
+SharedGetResult TieredStore::get_shared(Area area, std::string_view key) {
+  return read_through<SharedGetResult>(
+      area, key, [area](Store& tier, std::string_view k) { return tier.get_shared(area, k); });
+}
+
+GetResult TieredStore::peek(Area area, std::string_view key) {
+  for (std::size_t i = 0; i < tiers_.size(); ++i) {
+    GetResult r = tiers_[i]->peek(area, key);
+    if (r && r->has_value()) {
+      return r;
+    }
+  }
+  return std::optional<Bytes>{};
+}
+
+std::vector<GetResult> TieredStore::get_many(Area area, std::span<const std::string> keys) {
+  return read_many_through<GetResult>(
+      area, keys,
+      [area](Store& tier, std::span<const std::string> ks) { return tier.get_many(area, ks); });
+}
+
+std::vector<SharedGetResult> TieredStore::get_many_shared(Area area,
+                                                          std::span<const std::string> keys) {
+  return read_many_through<SharedGetResult>(area, keys,
+                                            [area](Store& tier, std::span<const std::string> ks) {
+                                              return tier.get_many_shared(area, ks);
+                                            });
+}
+
   if (tiers_.empty()) {
     return tl::unexpected(StoreError{StoreError::Code::kUnavailable, "no storage tiers"});
   }

@@ -5,8 +5,10 @@
 // WRONGPASS, roles and namespace scopes as over HTTP).
 
 #include "kcached_process.h"
+#include "random_bytes.h"
 #include "raw_http.h"
 #include "resp_test_support.h"
+#include "scrape_metric.h"
 #include "strong_token.h"
 
 #include <kcache/cachekey/sha256.h>
@@ -179,6 +181,78 @@ TEST_F(RespOpen, PipelinedRepliesInOneWriteArriveByteForByte) {
   EXPECT_TRUE(got == expected) << "the replies differ at byte "
                                << std::mismatch(got.begin(), got.end(), expected.begin()).first -
                                       got.begin();
+}
+
+// Issue 21: bytes copied per hit, as kcached counts them in /metrics. A
+// value from the memory tier is written to the socket from the tier's own
+// buffer when it is large (RESP >= 4 KiB, an HTTP artifact's files >= 16
+// KiB): no copy; a small one is copied once, into the reply. A batch get
+// copies each artifact once, into the batch's body.
+TEST_F(RespOpen, HitsCopyAtMostTheirPayloadOnce) {
+  const std::string big = testing::random_bytes(64 << 10, 21);
+  const std::string small = testing::random_bytes(1 << 10, 22);
+  auto r = testing::redis_connect(port_);
+  ASSERT_EQ(text(command(r.get(), {"SET", "copy-big", big})), "OK");
+  ASSERT_EQ(text(command(r.get(), {"SET", "copy-small", small})), "OK");
+  client::ClientOptions o;
+  o.url = kcached_->url();
+  auto h = std::move(*client::Client::create(o));
+  ASSERT_TRUE(h->put("http-big", {{"value", big}}));
+  ASSERT_TRUE(h->put("http-small", {{"value", small}}));
+  auto series = [&](const std::string& name, const std::string& protocol) {
+    return testing::scrape_metric(*h, name + "{protocol=\"" + protocol + "\"}");
+  };
+  auto copied = [&](const std::string& protocol) {
+    return series("kcache_hit_bytes_copied_total", protocol);
+  };
+  auto payload = [&](const std::string& protocol) {
+    return series("kcache_hit_payload_bytes_total", protocol);
+  };
+  constexpr int kReads = 5;
+  auto resp_reads = [&](const std::string& key, const std::string& value) {
+    const double copied_before = copied("resp");
+    const double payload_before = payload("resp");
+    for (int i = 0; i < kReads; ++i) {
+      const Reply got = command(r.get(), {"GET", key});
+      EXPECT_TRUE(got && got->type == REDIS_REPLY_STRING &&
+                  std::string(got->str, got->len) == value);
+    }
+    return std::pair{copied("resp") - copied_before, payload("resp") - payload_before};
+  };
+  const auto [resp_big_copied, resp_big_payload] = resp_reads("copy-big", big);
+  EXPECT_EQ(resp_big_payload, kReads * static_cast<double>(big.size()));
+  EXPECT_EQ(resp_big_copied, 0);
+  const auto [resp_small_copied, resp_small_payload] = resp_reads("copy-small", small);
+  EXPECT_EQ(resp_small_payload, kReads * static_cast<double>(small.size()));
+  EXPECT_EQ(resp_small_copied, resp_small_payload);
+
+  auto http_reads = [&](const std::string& key, const std::string& value) {
+    const double copied_before = copied("http");
+    const double payload_before = payload("http");
+    for (int i = 0; i < kReads; ++i) {
+      auto got = h->get(key);
+      EXPECT_TRUE(got && got->has_value() && (*got)->files.at(0).data == value);
+    }
+    return std::pair{copied("http") - copied_before, payload("http") - payload_before};
+  };
+  const auto [http_big_copied, http_big_payload] = http_reads("http-big", big);
+  EXPECT_EQ(http_big_payload, kReads * static_cast<double>(big.size()));
+  EXPECT_EQ(http_big_copied, 0);
+  const auto [http_small_copied, http_small_payload] = http_reads("http-small", small);
+  EXPECT_EQ(http_small_payload, kReads * static_cast<double>(small.size()));
+  EXPECT_EQ(http_small_copied, http_small_payload);
+
+  const double batch_copied_before = copied("http");
+  const double batch_payload_before = payload("http");
+  const std::vector<std::string> keys = {"http-big", "http-none", "http-small"};
+  auto batch = h->batch_get(keys);
+  ASSERT_TRUE(batch && batch->size() == 3U);
+  ASSERT_TRUE((*batch)[0] && (*batch)[2]);
+  EXPECT_EQ((*batch)[0]->files.at(0).data, big);
+  EXPECT_FALSE((*batch)[1].has_value());
+  EXPECT_EQ((*batch)[2]->files.at(0).data, small);
+  EXPECT_EQ(payload("http") - batch_payload_before, static_cast<double>(big.size() + small.size()));
+  EXPECT_EQ(copied("http") - batch_copied_before, static_cast<double>(big.size() + small.size()));
 }
 
 TEST_F(RespOpen, LimitsAreEnforcedOnHeaders) {

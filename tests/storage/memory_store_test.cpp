@@ -86,5 +86,46 @@ TEST(StoreFactory, UrlsAndClearErrors) {
   }
 }
 
+// Issue 21: a memory-tier hit hands out the buffer the tier holds, so serving
+// it copies nothing; get() still returns a copy of its own.
+TEST(MemoryStore, GetSharedHandsOutTheHeldBufferAndGetCopiesIt) {
+  CountingStore store(std::make_unique<MemoryStore>(1 << 20));
+  const std::string value(100000, 'v');
+  ASSERT_TRUE(store.put(Area::kCas, "k", value).has_value());
+  auto a = store.get_shared(Area::kCas, "k");
+  auto b = store.get_shared(Area::kCas, "k");
+  ASSERT_TRUE(a && a->has_value() && b && b->has_value());
+  EXPECT_TRUE((*a)->shares(**b)); // one buffer, not two copies
+  EXPECT_EQ(**a, value);
+  auto copied = store.get(Area::kCas, "k");
+  ASSERT_TRUE(copied && copied->has_value());
+  EXPECT_EQ(**copied, value);
+  EXPECT_NE(static_cast<const void*>((*copied)->data()), static_cast<const void*>((*a)->data()));
+  EXPECT_EQ(store.counters().hits, 3U);
+  EXPECT_EQ(store.counters().bytes_read, 3 * value.size());
+
+  // A value put shared is kept as that buffer.
+  const SharedBytes mine(std::string(5000, 'm'));
+  ASSERT_TRUE(store.put_shared(Area::kCas, "m", mine).has_value());
+  auto many = store.get_many_shared(Area::kCas, std::vector<std::string>{"m", "missing", "k"});
+  ASSERT_EQ(many.size(), 3U);
+  ASSERT_TRUE(many[0] && many[0]->has_value());
+  EXPECT_TRUE((*many[0])->shares(mine));
+  ASSERT_TRUE(many[1]);
+  EXPECT_FALSE(many[1]->has_value());
+  ASSERT_TRUE(many[2] && many[2]->has_value());
+  EXPECT_TRUE((*many[2])->shares(**a));
+
+  // Removed (or evicted), the tier forgets it; a reader's buffer lives on.
+  ASSERT_TRUE(store.remove(Area::kCas, "k").has_value());
+  EXPECT_FALSE(store.get_shared(Area::kCas, "k")->has_value());
+  EXPECT_EQ(**a, value);
+  // Too large for the tier: refused before anything is kept.
+  EXPECT_EQ(
+      store.put_shared(Area::kCas, "huge", SharedBytes(std::string(2 << 20, 'x'))).error().code,
+      StoreError::Code::kTooLarge);
+  EXPECT_FALSE(store.get_shared(Area::kCas, "huge")->has_value());
+}
+
 } // namespace
 } // namespace kcache::storage

@@ -2,6 +2,7 @@
 #include "../support/temp_dir.h"
 #include "test_bytes.h"
 
+#include <kcache/storage/artifact_store.h>
 #include <kcache/storage/store_factory.h>
 #include <kcache/storage/tiered_store.h>
 
@@ -146,6 +147,45 @@ TEST_F(TieredStoreTest, ListIsTheUnion) {
   auto listed = fresh->list({});
   ASSERT_TRUE(listed.has_value());
   EXPECT_EQ(listed->size(), 2U);
+}
+
+// Issue 21, on kcached's own stack (memory over RocksDB): an artifact hit
+// from the memory tier hands out the tier's buffers (the files and the
+// record), never a copy; a hit from RocksDB is backfilled with the very
+// buffer its read made, so the next memory hit hands out that one.
+TEST(TieredStoreShared, AnArtifactHitSharesTheMemoryTiersBuffers) {
+  TempDir dir;
+  const std::vector<std::string> urls = {"memory://?capacity=8MiB",
+                                         "rocksdb://" + dir.path().string() + "?capacity=64MiB"};
+  auto stack = make_tiered_store(urls);
+  ASSERT_TRUE(stack.has_value()) << stack.error().message;
+  ArtifactStore artifacts(*stack->store);
+  const std::string big = random_bytes(64 << 10);
+  auto put = artifacts.put("shared-hit", {{"value", big}, {"log", "ok"}}, "test");
+  ASSERT_TRUE(put.has_value()) << put.error().message;
+
+  auto first = artifacts.get("shared-hit");
+  auto second = artifacts.get("shared-hit");
+  ASSERT_TRUE(first && first->has_value() && second && second->has_value());
+  ASSERT_EQ((*first)->files.size(), 2U);
+  EXPECT_EQ((*first)->files[0].data, big);
+  EXPECT_TRUE((*first)->files[0].data.shares((*second)->files[0].data));
+  EXPECT_TRUE((*first)->files[1].data.shares((*second)->files[1].data));
+  EXPECT_TRUE((*first)->record_json.shares((*second)->record_json));
+
+  // Out of the memory tier: read from RocksDB, backfilled as that buffer.
+  Store& memory = *stack->tiers.at(0);
+  ASSERT_TRUE(memory.remove(Area::kCas, put->outputs[0].digest).has_value());
+  auto from_disk = artifacts.get("shared-hit");
+  ASSERT_TRUE(from_disk && from_disk->has_value());
+  EXPECT_EQ((*from_disk)->files[0].data, big);
+  EXPECT_FALSE((*from_disk)->files[0].data.shares((*first)->files[0].data));
+  auto again = artifacts.get("shared-hit");
+  ASSERT_TRUE(again && again->has_value());
+  EXPECT_TRUE((*again)->files[0].data.shares((*from_disk)->files[0].data));
+  auto held = memory.get_shared(Area::kCas, put->outputs[0].digest);
+  ASSERT_TRUE(held && held->has_value());
+  EXPECT_TRUE((*held)->shares((*from_disk)->files[0].data));
 }
 
 } // namespace

@@ -6,6 +6,7 @@
 
 #include <kcache/service/access_log.h>
 #include <kcache/service/config.h>
+#include <kcache/service/hit_copies.h>
 #include <kcache/service/job.h>
 #include <kcache/service/lookup_metrics.h>
 #include <kcache/service/metrics.h>
@@ -190,6 +191,7 @@ private:
   RunReports* runs_ = nullptr;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   LookupMetrics lookups_{metrics_};
+  HitCopies hit_copies_{metrics_, "http"}; // an artifact hit's payload and its copies
   // Per-minute differences of store_.counters(), for the dashboard's charts.
   StatsHistory history_;
   std::unique_ptr<const AccessLog> access_log_ = std::make_unique<AccessLog>();

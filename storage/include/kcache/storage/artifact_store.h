@@ -23,7 +23,11 @@ namespace kcache::storage {
 
 struct ArtifactFile {
   std::string name; // "kernel.cubin", "kernel.ptx", "log.txt"
-  Bytes data;
+  // Read from the memory tier: its own buffer, shared (store.h), not a copy.
+  SharedBytes data;
+  friend bool operator==(const ArtifactFile& a, const ArtifactFile& b) {
+    return a.name == b.name && a.data == b.data;
+  }
 };
 
 struct OutputRef {
@@ -53,7 +57,7 @@ struct ActionRecord {
 
 struct Artifact {
   ActionRecord record;
-  std::string record_json;         // the record as stored (served without re-serializing)
+  SharedBytes record_json;         // the record as stored (served without re-serializing)
   std::vector<ArtifactFile> files; // in record.outputs order
 };
 
@@ -101,7 +105,7 @@ private:
   // The record and its stored text, without the blobs.
   Result<std::optional<Artifact>> load_record(std::string_view key);
   // A chunked blob assembled in memory (get(), batch gets); a miss when a chunk is.
-  GetResult read_chunked(const OutputRef& output) const;
+  SharedGetResult read_chunked(const OutputRef& output) const;
 
   Store& store_;
   const RecordSigner* signer_;

@@ -28,6 +28,10 @@ public:
   Result<void> remove(Area area, std::string_view key) override;
   Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
   std::vector<GetResult> get_many(Area area, std::span<const std::string> keys) override;
+  SharedGetResult get_shared(Area area, std::string_view key) override;
+  std::vector<SharedGetResult> get_many_shared(Area area,
+                                               std::span<const std::string> keys) override;
+  Result<void> put_shared(Area area, std::string_view key, const SharedBytes& value) override;
   CounterSnapshot counters() const override;
   StoreUsage usage() const override { return inner_->usage(); }
 
@@ -35,7 +39,8 @@ public:
   const Store& inner() const { return *inner_; }
 
 private:
-  void count_get(const GetResult& result);
+  template <typename R> void count_get(const R& result);
+  void count_put(const Result<void>& result, std::size_t bytes);
   void count_error(const StoreError& error);
 
   std::unique_ptr<Store> inner_;

@@ -1,6 +1,8 @@
 #pragma once
 // In-process tier: a byte-bounded LRU. Holds raw (verified) values, so it
-// carries no frame. Thread-safe.
+// carries no frame. Thread-safe. Each value is an immutable shared buffer:
+// get_shared() hands it out without a copy (an evicted value lives on while
+// a reader still holds it); get() copies it.
 
 #include <kcache/storage/store.h>
 
@@ -27,6 +29,10 @@ public:
   GetResult get(Area area, std::string_view key) override;
   GetResult peek(Area area, std::string_view key) override;
   Result<void> put(Area area, std::string_view key, std::string_view value) override;
+  SharedGetResult get_shared(Area area, std::string_view key) override;
+  std::vector<SharedGetResult> get_many_shared(Area area,
+                                               std::span<const std::string> keys) override;
+  Result<void> put_shared(Area area, std::string_view key, const SharedBytes& value) override;
   Result<bool> contains(Area area, std::string_view key) override;
   Result<void> remove(Area area, std::string_view key) override;
   Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
@@ -40,7 +46,7 @@ private:
   struct Entry {
     Area area;
     std::string key;
-    Bytes value;
+    SharedBytes value;
     std::int64_t created_ms;
     std::int64_t last_access_ms;
     std::uint64_t hits = 0;
@@ -49,6 +55,8 @@ private:
 
   static std::string index_key(Area area, std::string_view key);
   void erase_locked(Lru::iterator it);
+  // The entry read (moved to the front, its hit counted); null on a miss.
+  const Entry* touch_locked(Area area, std::string_view key);
 
   const std::uint64_t capacity_;
   mutable std::mutex mu_;

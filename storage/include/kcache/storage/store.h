@@ -12,8 +12,11 @@
 
 #include <tl/expected.hpp>
 
+#include <concepts>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <ostream>
 #include <span>
 #include <string>
 #include <string_view>
@@ -42,6 +45,41 @@ std::string_view error_code_name(StoreError::Code code);
 
 template <typename T> using Result = tl::expected<T, StoreError>;
 using GetResult = Result<std::optional<Bytes>>;
+
+// An immutable value that may be shared: the memory tier hands out the buffer
+// it holds (get_shared), so a hit served from memory copies none of its
+// bytes; the socket write references them while the tier may drop them.
+// Copying a SharedBytes copies a reference. Made from a string, it takes the
+// string over. Reads as a std::string_view; compares by content.
+class SharedBytes {
+public:
+  SharedBytes() = default;
+  SharedBytes(Bytes bytes) : bytes_(std::make_shared<const Bytes>(std::move(bytes))) {}
+  SharedBytes(const char* text) : SharedBytes(Bytes(text)) {}
+  explicit SharedBytes(std::shared_ptr<const Bytes> bytes) : bytes_(std::move(bytes)) {}
+
+  std::string_view view() const { return bytes_ ? std::string_view(*bytes_) : std::string_view(); }
+  operator std::string_view() const { return view(); }
+  const char* data() const { return view().data(); }
+  std::size_t size() const { return view().size(); }
+  bool empty() const { return size() == 0; }
+  // The bytes in a string of their own (a copy).
+  Bytes str() const { return Bytes(view()); }
+  // True when both reference one buffer: no copy was made between them.
+  bool shares(const SharedBytes& other) const { return bytes_ && bytes_ == other.bytes_; }
+  const std::shared_ptr<const Bytes>& buffer() const { return bytes_; }
+
+  friend bool operator==(const SharedBytes& a, std::string_view b) { return a.view() == b; }
+  // Exact: a string literal or a std::string compares as a string_view.
+  template <std::same_as<SharedBytes> T> friend bool operator==(const T& a, const T& b) {
+    return a.view() == b.view();
+  }
+  friend std::ostream& operator<<(std::ostream& os, const SharedBytes& b) { return os << b.view(); }
+
+private:
+  std::shared_ptr<const Bytes> bytes_;
+};
+using SharedGetResult = Result<std::optional<SharedBytes>>;
 
 struct ObjectInfo {
   Area area = Area::kAction;
@@ -96,6 +134,19 @@ public:
   // One result per key, in order. The default asks get() per key; tiers with a
   // native batch read (RocksDB MultiGet, Redis MGET) override it.
   virtual std::vector<GetResult> get_many(Area area, std::span<const std::string> keys);
+
+  // get() and get_many() handing out shared values. A tier that keeps
+  // values in memory returns its own buffer; the default takes over what
+  // get() returns (a move, no copy). Decorators pass these through, so a
+  // memory-tier hit reaches the caller without a copy.
+  virtual SharedGetResult get_shared(Area area, std::string_view key);
+  virtual std::vector<SharedGetResult> get_many_shared(Area area,
+                                                       std::span<const std::string> keys);
+  // put() of a value already shared: a tier that keeps values in memory keeps
+  // this buffer (a backfill then copies nothing); the default is put().
+  virtual Result<void> put_shared(Area area, std::string_view key, const SharedBytes& value) {
+    return put(area, key, value.view());
+  }
 
   // What this store has counted. A plain tier reports only the events no
   // caller can see (evictions, corrupt values); CountingStore adds the outcome

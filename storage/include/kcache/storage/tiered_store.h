@@ -35,6 +35,11 @@ public:
   // The union over tiers; per key the largest size and latest access.
   Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
   std::vector<GetResult> get_many(Area area, std::span<const std::string> keys) override;
+  // As get() and get_many(): a hit is backfilled with put_shared, so the
+  // memory tier keeps the very buffer a slower tier's read made.
+  SharedGetResult get_shared(Area area, std::string_view key) override;
+  std::vector<SharedGetResult> get_many_shared(Area area,
+                                               std::span<const std::string> keys) override;
   CounterSnapshot counters() const override {
     return {.errors = absorbed_errors_.load(), .backfills = backfills_.load()};
   }
@@ -45,7 +50,12 @@ public:
   std::size_t durable_tier() const { return durable_; }
 
 private:
-  void backfill(std::size_t below, Area area, std::string_view key, std::string_view value);
+  void backfill(std::size_t below, Area area, std::string_view key, const Bytes& value);
+  void backfill(std::size_t below, Area area, std::string_view key, const SharedBytes& value);
+  // get/get_shared and get_many/get_many_shared, through `read` (one tier's get).
+  template <typename R, typename Read> R read_through(Area area, std::string_view key, Read read);
+  template <typename R, typename Read>
+  std::vector<R> read_many_through(Area area, std::span<const std::string> keys, Read read);
   void note_tier_error(std::size_t tier, const StoreError& error);
   void note_put_error(std::size_t tier, Area area, std::string_view key, const StoreError& error);
 
