@@ -1,5 +1,6 @@
 #include "resp_server.h"
 
+#include "io_pool.h"
 #include "resp_parser.h"
 
 #include <boost/asio/ip/tcp.hpp>
@@ -40,6 +41,7 @@ struct RespServer::State {
   Limits limits;
   RespLimits parse_limits;
   std::optional<tcp::acceptor> acceptor;
+  std::function<asio::io_context&()> contexts; // set: a context per connection
   std::mutex mu;
   bool stopped = false;
   std::unordered_map<RespConnection*, std::weak_ptr<RespConnection>> connections;
@@ -244,13 +246,22 @@ private:
 namespace {
 
 void accept(const std::shared_ptr<RespServer::State>& state) {
+  // Accepted on io, then moved to a context of its own (io_pool.h); or, with
+  // none, on a strand of io.
+  const asio::any_io_executor executor = state->contexts
+                                             ? asio::any_io_executor(state->io.get_executor())
+                                             : asio::any_io_executor(asio::make_strand(state->io));
   state->acceptor->async_accept(
-      asio::make_strand(state->io), [state](const boost::system::error_code& ec, tcp::socket s) {
+      executor, [state](boost::system::error_code ec, tcp::socket accepted) {
         if (ec == asio::error::operation_aborted || !state->acceptor->is_open()) {
           return;
         }
         if (!ec) {
-          std::make_shared<RespConnection>(std::move(s), state)->start();
+          tcp::socket s = state->contexts ? move_to(std::move(accepted), state->contexts(), ec)
+                                          : std::move(accepted);
+          if (!ec) {
+            std::make_shared<RespConnection>(std::move(s), state)->start();
+          }
         }
         accept(state);
       });
@@ -305,6 +316,10 @@ tl::expected<void, std::string> RespServer::listen(const std::string& address) {
   state_->acceptor.emplace(std::move(acceptor));
   accept(state_);
   return {};
+}
+
+void RespServer::set_connection_contexts(std::function<asio::io_context&()> next) {
+  state_->contexts = std::move(next);
 }
 
 std::uint16_t RespServer::port() const {

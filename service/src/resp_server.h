@@ -24,6 +24,7 @@
 #include <boost/asio/io_context.hpp>
 #include <tl/expected.hpp>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -39,6 +40,9 @@ public:
   RespServer(const RespServer&) = delete;
   RespServer& operator=(const RespServer&) = delete;
 
+  // Before listen: the io_context each new connection goes to and stays on
+  // (io_pool.h). Unset: connections run on strands of `io`.
+  void set_connection_contexts(std::function<boost::asio::io_context&()> next);
   // "host:port"; port 0 picks a free one (see port()).
   tl::expected<void, std::string> listen(const std::string& address);
   std::uint16_t port() const;

@@ -1,3 +1,4 @@
+#include "io_pool.h"
 #include "resp_server.h"
 #include "upload_spool.h"
 
@@ -235,6 +236,10 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
   if (service->runs_) {
     service->handler_->set_runs(service->runs_.get());
   }
+  // One io_context per I/O thread; each connection stays on one (io_pool.h).
+  const unsigned threads =
+      config.threads > 0 ? config.threads : std::max(2U, std::thread::hardware_concurrency());
+  service->pool_ = std::make_unique<IoPool>(service->io_, threads);
   service->server_ = std::make_unique<HttpServer>(
       service->io_,
       [handler = service->handler_.get()](Request&& r, const Responder& respond) {
@@ -244,6 +249,9 @@ tl::expected<std::unique_ptr<Service>, std::string> Service::create(const Servic
       [handler = service->handler_.get()](const Request& head, bool sends_spent) {
         return handler->admit(head, sends_spent);
       });
+  service->server_->set_connection_contexts([pool = service->pool_.get()]() -> auto& {
+    return pool->next();
+  });
   if (config.listen.empty() && config.unix_socket.empty()) {
     return tl::unexpected(std::string("nothing to listen on: give --listen or --unix-socket"));
   }
@@ -300,7 +308,7 @@ void Service::stop() {
   if (resp_) {
     resp_->stop(); // RESP commands are short: no drain, connections close
   }
-  server_->drain([this] { io_.stop(); });
+  server_->drain([this] { pool_->stop(); });
 }
 
 tl::expected<void, std::string> Service::start_resp(const ServiceConfig& config,
@@ -328,6 +336,7 @@ tl::expected<void, std::string> Service::start_resp(const ServiceConfig& config,
       std::make_unique<RespCommands>(*store_, &signing_->signer(), config.tokens, config.resp.ns,
                                      limits.max_body_bytes, metrics_, leases_.get());
   resp_ = std::make_unique<RespServer>(io_, *resp_commands_, limits, metrics_);
+  resp_->set_connection_contexts([pool = pool_.get()]() -> auto& { return pool->next(); });
   if (auto ok = resp_->listen(config.resp.listen); !ok) {
     return tl::unexpected(ok.error());
   }
@@ -404,16 +413,7 @@ int Service::run() {
     std::filesystem::rename(tmp, config_.port_file);
   }
   notify_systemd("READY=1"); // every listener accepts by now
-  const unsigned threads =
-      config_.threads > 0 ? config_.threads : std::max(2U, std::thread::hardware_concurrency());
-  std::vector<std::thread> pool;
-  for (unsigned i = 1; i < threads; ++i) {
-    pool.emplace_back([this] { io_.run(); });
-  }
-  io_.run();
-  for (std::thread& t : pool) {
-    t.join();
-  }
+  pool_->run();              // until stop(): every I/O thread, this one running io_
   spdlog::info("kcached drained; closing stores");
   return 0;
 }

@@ -76,6 +76,12 @@ public:
                                               const UnixSocketAccess& access = {});
   std::uint16_t tcp_port() const;
 
+  // Before listening: the io_context each new connection goes to (one per
+  // I/O thread, io_pool.h); the connection stays on it, its handlers run on
+  // that context's thread. Unset: connections run on strands of `io`.
+  using Contexts = std::function<boost::asio::io_context&()>;
+  void set_connection_contexts(Contexts next);
+
   // Before listen_tcp: TLS on the TCP listener. Later: a replacement (reload).
   void set_tls_context(std::shared_ptr<TlsContext> context);
   bool tls() const;

@@ -26,6 +26,7 @@
 namespace kcache::service {
 
 class AgeEvictor;   // evict_older_than (age_evictor.h)
+class IoPool;       // the I/O threads, an io_context each (io_pool.h)
 class RespCommands; // the RESP listener (resp_server.h), when [resp] listen is set
 class RespServer;
 
@@ -55,6 +56,7 @@ private:
 
   ServiceConfig config_;
   boost::asio::io_context io_;
+  std::unique_ptr<IoPool> pool_;     // io_ and one more io_context per further I/O thread
   std::unique_ptr<Signing> signing_; // outlives the store, jobs and handler that use it
   std::unique_ptr<storage::Store> store_;
   MetricsRegistry metrics_;
