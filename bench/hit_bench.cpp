@@ -12,9 +12,16 @@
 // on the same cores, plain CPU / (plain CPU + that cost) bounds the ratio any
 // TLS stack reaches without offloading the cipher.
 //
-//   build/release/bench/hit_bench [--seconds S] [--clients 1,16] [--sizes 1KiB,64KiB,1MiB] [--tls]
+// --pipeline N: each client writes N GETs before it reads their N answers
+// (hiredis's append for both Redis rows; for kcached's HTTP row a plain
+// HTTP/1.1 socket instead of libkcache, which does not pipeline). req/s
+// counts every GET; p50 and p99 are those of a whole batch of N.
+//
+//   build/release/bench/hit_bench [--seconds S] [--clients 1,16] [--sizes 1KiB,64KiB,1MiB]
+//                                 [--pipeline N] [--tls]
 
 #include "kcached_process.h"
+#include "raw_http.h"
 #include "redis_server.h"
 #include "tls_certs.h"
 
@@ -22,6 +29,7 @@
 #include <kcache/protocol/units.h>
 
 #include <hiredis/hiredis.h>
+#include <netinet/tcp.h>
 #include <openssl/evp.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -85,9 +93,10 @@ std::string payload(std::size_t n, std::uint64_t seed) {
 }
 
 // Runs `clients` threads for `seconds`; each calls read(thread, i) and reports
-// whether it got the expected bytes.
+// whether it got the expected bytes. One call makes `per_call` requests.
 Measurement run(int clients, double seconds,
-                const std::function<std::function<bool(int)>(int)>& make_reader, pid_t server = 0) {
+                const std::function<std::function<bool(int)>(int)>& make_reader, pid_t server = 0,
+                int per_call = 1) {
   std::vector<std::vector<double>> latencies(static_cast<std::size_t>(clients));
   std::atomic<std::uint64_t> failures{0};
   std::atomic<bool> go{false}, stop{false};
@@ -129,12 +138,13 @@ Measurement run(int clients, double seconds,
   std::sort(all.begin(), all.end());
   Measurement m;
   if (!all.empty()) {
-    m.rps = static_cast<double>(all.size()) / elapsed;
+    const double requests = static_cast<double>(all.size()) * per_call;
+    m.rps = requests / elapsed;
     m.p50_us = all[all.size() / 2];
     m.p99_us = all[static_cast<std::size_t>(static_cast<double>(all.size() - 1) * 0.99)];
     if (server > 0) {
-      m.cpu_us_per_request = cpu_used / static_cast<double>(all.size());
-      m.server_cpu_us_per_request = server_used / static_cast<double>(all.size());
+      m.cpu_us_per_request = cpu_used / requests;
+      m.server_cpu_us_per_request = server_used / requests;
     }
   }
   m.failures = failures;
@@ -193,6 +203,64 @@ std::vector<std::string> split(const std::string& s) {
 }
 
 using Reader = std::function<std::function<bool(int)>(int)>;
+
+// HTTP/1.1 by hand for --pipeline: a batch of GETs in one write, then their
+// answers read in order (each a 200 whose parts body holds `size` bytes of file).
+class PipelinedHttp {
+public:
+  explicit PipelinedHttp(int port) : fd_(kcache::testing::connect_from(port)) {
+    const int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  ~PipelinedHttp() { ::close(fd_); }
+  PipelinedHttp(const PipelinedHttp&) = delete;
+  PipelinedHttp& operator=(const PipelinedHttp&) = delete;
+
+  bool get(const std::vector<std::string>& keys, std::size_t size) {
+    std::string requests;
+    for (const std::string& key : keys) {
+      requests += "GET /v1/artifacts/" + key + " HTTP/1.1\r\nHost: bench\r\n\r\n";
+    }
+    if (fd_ < 0 || !kcache::testing::send_all(fd_, requests)) {
+      return false;
+    }
+    bool ok = true;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      std::size_t head_end = 0;
+      while ((head_end = in_.find("\r\n\r\n")) == std::string::npos) {
+        if (!fill()) {
+          return false;
+        }
+      }
+      const std::string_view head(in_.data(), head_end);
+      const auto cl = head.find("Content-Length: ");
+      const std::size_t length =
+          cl == std::string_view::npos ? 0 : std::strtoul(head.data() + cl + 16, nullptr, 10);
+      ok = ok && head.starts_with("HTTP/1.1 200") && length > size;
+      while (in_.size() < head_end + 4 + length) {
+        if (!fill()) {
+          return false;
+        }
+      }
+      in_.erase(0, head_end + 4 + length);
+    }
+    return ok;
+  }
+
+private:
+  bool fill() {
+    char buf[1 << 16];
+    const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    if (n <= 0) {
+      return false;
+    }
+    in_.append(buf, static_cast<std::size_t>(n));
+    return true;
+  }
+
+  int fd_;
+  std::string in_;
+};
 
 // The RESP port kcached logged at start ("RESP listening on ... (port N)").
 int resp_port(const std::string& log) {
@@ -326,6 +394,7 @@ int main(int argc, char** argv) {
   double seconds = 3;
   std::vector<int> client_counts = {1, 16};
   std::vector<std::size_t> sizes = {1 << 10, 64 << 10, 1 << 20};
+  int pipeline = 1;
   bool tls = false;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
@@ -344,6 +413,8 @@ int main(int argc, char** argv) {
       for (const auto& c : split(argv[i + 1])) {
         client_counts.push_back(std::atoi(c.c_str()));
       }
+    } else if (flag == "--pipeline") {
+      pipeline = std::max(1, std::atoi(argv[i + 1]));
     } else if (flag == "--sizes") {
       sizes.clear();
       for (const auto& s : split(argv[i + 1])) {
@@ -366,8 +437,9 @@ int main(int argc, char** argv) {
                                            std::to_string(std::thread::hardware_concurrency()),
                                            "--workers", "0", "--resp-listen", "127.0.0.1:0"});
   const int resp = resp_port(kcached.log());
-  std::printf("redis-server on port %d, kcached on port %d, RESP port %d (%u cores here)\n",
-              redis.port(), kcached.port(), resp, std::thread::hardware_concurrency());
+  std::printf("redis-server on port %d, kcached on port %d, RESP port %d (%u cores here), "
+              "pipeline depth %d\n",
+              redis.port(), kcached.port(), resp, std::thread::hardware_concurrency(), pipeline);
 
   auto loader = make_client(kcached.url());
   redisContext* seed_ctx = redisConnect("127.0.0.1", redis.port());
@@ -411,25 +483,50 @@ int main(int argc, char** argv) {
       auto hiredis_reader = [&](int port) -> Reader {
         return [&, port](int) {
           auto ctx = std::shared_ptr<redisContext>(redisConnect("127.0.0.1", port), &redisFree);
-          return std::function<bool(int)>([ctx, key_of, size](int i) {
-            const std::string key = key_of(i);
-            auto* r =
-                static_cast<redisReply*>(redisCommand(ctx.get(), "GET %b", key.data(), key.size()));
-            const bool ok = r != nullptr && r->type == REDIS_REPLY_STRING && r->len == size;
-            freeReplyObject(r);
+          return std::function<bool(int)>([ctx, key_of, size, pipeline](int i) {
+            for (int j = 0; j < pipeline; ++j) {
+              const std::string key = key_of(i * pipeline + j);
+              redisAppendCommand(ctx.get(), "GET %b", key.data(), key.size());
+            }
+            bool ok = true;
+            for (int j = 0; j < pipeline; ++j) {
+              void* reply = nullptr;
+              if (redisGetReply(ctx.get(), &reply) != REDIS_OK) {
+                return false;
+              }
+              auto* r = static_cast<redisReply*>(reply);
+              ok = ok && r->type == REDIS_REPLY_STRING && r->len == size;
+              freeReplyObject(r);
+            }
             return ok;
           });
         };
       };
-      const Measurement redis_m = run(clients, seconds, hiredis_reader(redis.port()));
-      const Measurement kcache_m = run(clients, seconds, [&](int) {
-        std::shared_ptr<kcache::client::Client> client = make_client(kcached.url());
-        return std::function<bool(int)>([client, key_of, size](int i) {
-          auto got = client->get(key_of(i));
-          return got && got->has_value() && (*got)->files.at(0).data.size() == size;
-        });
-      });
-      const Measurement resp_m = run(clients, seconds, hiredis_reader(resp));
+      const Measurement redis_m = run(clients, seconds, hiredis_reader(redis.port()), 0, pipeline);
+      const Measurement kcache_m =
+          pipeline > 1
+              ? run(
+                    clients, seconds,
+                    [&](int) {
+                      auto http = std::make_shared<PipelinedHttp>(kcached.port());
+                      return std::function<bool(int)>([http, key_of, size, pipeline](int i) {
+                        std::vector<std::string> keys;
+                        keys.reserve(static_cast<std::size_t>(pipeline));
+                        for (int j = 0; j < pipeline; ++j) {
+                          keys.push_back(key_of(i * pipeline + j));
+                        }
+                        return http->get(keys, size);
+                      });
+                    },
+                    0, pipeline)
+              : run(clients, seconds, [&](int) {
+                  std::shared_ptr<kcache::client::Client> client = make_client(kcached.url());
+                  return std::function<bool(int)>([client, key_of, size](int i) {
+                    auto got = client->get(key_of(i));
+                    return got && got->has_value() && (*got)->files.at(0).data.size() == size;
+                  });
+                });
+      const Measurement resp_m = run(clients, seconds, hiredis_reader(resp), 0, pipeline);
       print_row(size, clients, Row{"redis", "kcached", redis_m, kcache_m});
       print_row(size, clients, Row{"redis", "kc-resp", redis_m, resp_m});
     }
@@ -439,7 +536,9 @@ int main(int argc, char** argv) {
   std::printf(
       "\nreq/s x = kcached req/s / redis-server GET req/s (higher is better);\n"
       "p99 x = kcached p99 / redis p99 (lower is better). Client and server share this host.\n"
-      "kcached: HTTP through libkcache; kc-resp: kcached's RESP port through hiredis, as redis.\n"
+      "kcached: HTTP through libkcache (with --pipeline: a plain HTTP/1.1 socket); kc-resp:\n"
+      "kcached's RESP port through hiredis, as redis. --pipeline N: N GETs per write, req/s\n"
+      "counts each, p50/p99 are a batch's.\n"
       "kcached uses every core (--threads = cores); redis-server is single-threaded.\n");
   return 0;
 }
