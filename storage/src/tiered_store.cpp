@@ -2,7 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include <map>
+#include <algorithm>
+#include <tuple>
 
 namespace kcache::storage {
 
@@ -183,31 +184,56 @@ Result<void> TieredStore::remove(Area area, std::string_view key) {
 }
 
 Result<std::vector<ObjectInfo>> TieredStore::list(const ListOptions& options) {
-  std::map<std::pair<Area, std::string>, ObjectInfo> merged;
+  const auto before = [](const ObjectInfo& a, const ObjectInfo& b) {
+    return std::tie(a.area, a.key) < std::tie(b.area, b.key);
+  };
+  std::vector<std::vector<ObjectInfo>> lists;
   for (std::size_t i = 0; i < tiers_.size(); ++i) {
     auto r = tiers_[i]->list(options);
     if (!r) {
       note_tier_error(i, r.error());
       continue;
     }
-    for (ObjectInfo& info : *r) {
-      auto [it, inserted] = merged.try_emplace({info.area, info.key}, info);
-      if (!inserted) {
-        it->second.size = std::max(it->second.size, info.size);
-        it->second.last_access_ms = std::max(it->second.last_access_ms, info.last_access_ms);
-        it->second.hits += info.hits; // each tier counts the reads it served
-        if (it->second.created_ms == 0) {
-          it->second.created_ms = info.created_ms;
-        }
+    // Each tier lists in key order (store.h); one that does not is sorted
+    // here rather than merged wrong.
+    if (!std::is_sorted(r->begin(), r->end(), before)) {
+      std::sort(r->begin(), r->end(), before);
+    }
+    lists.push_back(std::move(*r));
+  }
+  // A merge of the tiers' ordered lists (no map of every entry): an entry
+  // several tiers hold is one row, the faster tier's first.
+  std::vector<std::size_t> at(lists.size(), 0);
+  std::vector<ObjectInfo> out;
+  while (out.size() < options.limit) {
+    std::size_t first = lists.size();
+    for (std::size_t i = 0; i < lists.size(); ++i) {
+      if (at[i] < lists[i].size() &&
+          (first == lists.size() || before(lists[i][at[i]], lists[first][at[first]]))) {
+        first = i;
       }
     }
-  }
-  std::vector<ObjectInfo> out;
-  for (auto& [k, info] : merged) {
-    if (out.size() >= options.limit) {
+    if (first == lists.size()) {
       break;
     }
-    out.push_back(std::move(info));
+    ObjectInfo merged = std::move(lists[first][at[first]++]);
+    for (std::size_t i = first + 1; i < lists.size(); ++i) {
+      if (at[i] == lists[i].size()) {
+        continue;
+      }
+      const ObjectInfo& info = lists[i][at[i]];
+      if (info.area != merged.area || info.key != merged.key) {
+        continue;
+      }
+      merged.size = std::max(merged.size, info.size);
+      merged.last_access_ms = std::max(merged.last_access_ms, info.last_access_ms);
+      merged.hits += info.hits; // each tier counts the reads it served
+      if (merged.created_ms == 0) {
+        merged.created_ms = info.created_ms;
+      }
+      ++at[i];
+    }
+    out.push_back(std::move(merged));
   }
   return out;
 }
