@@ -1,18 +1,31 @@
 // The entries page: GET /v1/entries with the server's filter, sort and
-// paging (a million entries never reach the browser), and an entry's record
-// and manifest (GET /v1/entries/{key}) on click.
+// paging (a million entries never reach the browser), an entry's record and
+// manifest (GET /v1/entries/{key}) on click, and two keys explained side by
+// side (GET /v1/explain).
+//
+// In key order the pages follow a cursor (after=, next_after): each costs
+// what it shows, however large the store. The other orders read every entry
+// on the server and page by offset, with a total.
 'use strict';
 
 (() => {
   const { api, count, bytes, time, facts, row, el } = kcache;
   const PAGE = 50;
-  let offset = 0;
+  let offset = 0; // sorted orders
+  let cursors = ['']; // key order: the after= of each page so far, for Previous
+  let picked = []; // up to two keys picked for explain, oldest first
+
+  const byKey = () => el('sort').value === 'key';
 
   function query() {
     const q = new URLSearchParams();
     q.set('limit', String(PAGE));
-    q.set('offset', String(offset));
     q.set('sort', el('sort').value);
+    if (byKey()) {
+      q.set('after', cursors[cursors.length - 1]);
+    } else {
+      q.set('offset', String(offset));
+    }
     for (const name of ['prefix', 'namespace', 'area']) {
       const value = el(name).value.trim();
       if (value) {
@@ -22,9 +35,11 @@
     return q;
   }
 
+  const path = (key) => key.replace(/[^A-Za-z0-9._:+=-]/g, encodeURIComponent);
+
   async function showEntry(key) {
     // Action keys are path-safe (kcached does not decode a key in the path).
-    const entry = await api('/v1/entries/' + key.replace(/[^A-Za-z0-9._:+=-]/g, encodeURIComponent));
+    const entry = await api('/v1/entries/' + path(key));
     el('detail-key').textContent = entry.key;
     const storage = entry.storage || {};
     const pairs = [
@@ -49,6 +64,11 @@
     el('detail').scrollIntoView({ block: 'nearest' });
   }
 
+  function showError(error) {
+    el('error').textContent = String(error.message || error);
+    el('error').hidden = false;
+  }
+
   function keyCell(entry) {
     if (entry.area !== 'ac') {
       const code = document.createElement('code');
@@ -59,11 +79,77 @@
     button.type = 'button';
     button.className = 'link key';
     button.textContent = entry.key;
-    button.addEventListener('click', () => showEntry(entry.key).catch((error) => {
-      el('error').textContent = String(error.message || error);
-      el('error').hidden = false;
-    }));
+    button.title = entry.key;
+    button.addEventListener('click', () => showEntry(entry.key).catch(showError));
     return button;
+  }
+
+  // A/B: the last two action records picked fill the explain form.
+  function pickCell(entry) {
+    if (entry.area !== 'ac') {
+      return '';
+    }
+    const box = document.createElement('input');
+    box.type = 'checkbox';
+    box.className = 'pick';
+    box.title = 'compare this key';
+    box.checked = picked.includes(entry.key);
+    box.addEventListener('change', () => {
+      picked = picked.filter((k) => k !== entry.key);
+      if (box.checked) {
+        picked.push(entry.key);
+      }
+      picked = picked.slice(-2);
+      for (const other of document.querySelectorAll('#entries input.pick')) {
+        other.checked = picked.includes(other.closest('tr').dataset.key);
+      }
+      el('key-a').value = picked[0] || '';
+      el('key-b').value = picked[1] || '';
+      if (picked.length === 2) {
+        explain().catch(showError);
+      }
+    });
+    return box;
+  }
+
+  async function explain() {
+    const a = el('key-a').value.trim();
+    const b = el('key-b').value.trim();
+    const e = await api('/v1/explain?' + new URLSearchParams({ a, b }));
+    const differing = e.diffs.map((d) => d.component);
+    el('explain-summary').textContent = e.same
+      ? 'The keys are the same.'
+      : `${differing.length} component${differing.length === 1 ? '' : 's'} differ${differing.length === 1 ? 's' : ''}: ` +
+        differing.join(', ') + (e.kind === 'hash_details' ? ' (from the hash details the client stored)' : '');
+    const body = el('explain-table').tBodies[0];
+    body.replaceChildren();
+    for (const c of e.components) {
+      const name = document.createElement('span');
+      name.textContent = c.component;
+      if (c.differs) {
+        const mark = document.createElement('span');
+        mark.className = 'differs-mark';
+        mark.textContent = ' ≠';
+        name.append(mark);
+      }
+      const tr = row([name, c.a || '–', c.b || '–']);
+      tr.dataset.component = c.component;
+      tr.className = c.differs ? 'differs' : 'same';
+      body.append(tr);
+    }
+    const details = el('explain-details');
+    details.replaceChildren();
+    for (const d of e.diffs) {
+      for (const line of d.details) {
+        const li = document.createElement('li');
+        const what = document.createElement('strong');
+        what.textContent = d.component + ': ';
+        li.append(what, line);
+        details.append(li);
+      }
+    }
+    el('explained').hidden = false;
+    el('explain').scrollIntoView({ block: 'nearest' });
   }
 
   async function load() {
@@ -71,37 +157,62 @@
     const body = el('entries').tBodies[0];
     body.replaceChildren();
     for (const e of list.entries) {
-      body.append(row([keyCell(e), e.area, bytes(e.artifact_size), bytes(e.size), count(e.hits), time(e.last_access_ms)], [2, 3, 4]));
+      const tr = row([pickCell(e), keyCell(e), e.area, bytes(e.artifact_size), bytes(e.size), count(e.hits), time(e.last_access_ms)], [3, 4, 5]);
+      tr.dataset.key = e.key;
+      body.append(tr);
     }
     if (list.entries.length === 0) {
-      const empty = row(['no entries match', '', '', '', '', '']);
+      const empty = row(['', 'no entries match', '', '', '', '', '']);
       empty.className = 'empty';
       body.append(empty);
     }
-    const first = list.entries.length ? offset + 1 : 0;
-    el('summary').textContent = `${count(first)}–${count(offset + list.entries.length)} of ${count(list.total)} entries`;
-    el('prev').disabled = offset === 0;
-    el('next').disabled = offset + list.entries.length >= list.total;
+    if (byKey()) {
+      // No total in key order: counting would read every entry.
+      const first = (cursors.length - 1) * PAGE;
+      const more = list.next_after !== null && list.next_after !== undefined;
+      el('summary').textContent = list.entries.length
+        ? `${count(first + 1)}–${count(first + list.entries.length)}${more ? '' : ' (the last page)'} in key order`
+        : more ? `none in the ${count(list.examined)} entries searched; go on with Next` : 'no entries match';
+      el('next').dataset.after = more ? list.next_after : '';
+      el('prev').disabled = cursors.length === 1;
+      el('next').disabled = !more;
+    } else {
+      const first = list.entries.length ? offset + 1 : 0;
+      el('summary').textContent = `${count(first)}–${count(offset + list.entries.length)} of ${count(list.total)} entries`;
+      el('prev').disabled = offset === 0;
+      el('next').disabled = offset + list.entries.length >= list.total;
+    }
   }
 
   document.addEventListener('DOMContentLoaded', () => {
-    const reload = () => load().catch((error) => {
-      el('error').textContent = String(error.message || error);
-      el('error').hidden = false;
-    });
+    const reload = () => load().catch(showError);
     el('search').addEventListener('submit', (event) => {
       event.preventDefault();
       offset = 0;
+      cursors = [''];
       el('error').hidden = true;
       reload();
     });
     el('prev').addEventListener('click', () => {
-      offset = Math.max(0, offset - PAGE);
+      if (byKey()) {
+        cursors.pop();
+      } else {
+        offset = Math.max(0, offset - PAGE);
+      }
       reload();
     });
     el('next').addEventListener('click', () => {
-      offset += PAGE;
+      if (byKey()) {
+        cursors.push(el('next').dataset.after);
+      } else {
+        offset += PAGE;
+      }
       reload();
+    });
+    el('explain').addEventListener('submit', (event) => {
+      event.preventDefault();
+      el('error').hidden = true;
+      explain().catch(showError);
     });
     el('detail-close').addEventListener('click', () => {
       el('detail').hidden = true;

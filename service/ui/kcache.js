@@ -21,13 +21,14 @@ const kcache = (() => {
     }
   }
 
-  // GET `path` with the token; JSON (or text) back, HttpError otherwise.
-  async function api(path, { text = false } = {}) {
+  // `method` (GET by default) `path` with the token; JSON (or text) back,
+  // HttpError otherwise. `signal` aborts it (a long-poll given up).
+  async function api(path, { text = false, method = 'GET', signal } = {}) {
     const headers = {};
     if (token()) {
       headers.Authorization = 'Bearer ' + token();
     }
-    const response = await fetch(path, { headers, cache: 'no-store' });
+    const response = await fetch(path, { method, headers, cache: 'no-store', signal });
     if (!response.ok) {
       let message = response.status + ' ' + response.statusText;
       try {
@@ -36,6 +37,19 @@ const kcache = (() => {
       throw new HttpError(response.status, message);
     }
     return text ? response.text() : response.json();
+  }
+
+  // What the token may do (GET /v1/whoami), asked once per page: buttons a
+  // token may not use are left out (the server refuses them anyway).
+  let who = null;
+  function whoami() {
+    if (!who) {
+      who = api('/v1/whoami').catch((error) => {
+        who = null;
+        throw error;
+      });
+    }
+    return who;
   }
 
   function showSignIn(message) {
@@ -76,10 +90,12 @@ const kcache = (() => {
       event.preventDefault();
       sessionStorage.setItem(TOKEN, el('token').value.trim());
       el('token').value = '';
+      who = null;
       onReady();
     });
     el('signout').addEventListener('click', () => {
       sessionStorage.removeItem(TOKEN);
+      who = null;
       showSignIn('');
       el('signout').hidden = true;
     });
@@ -121,6 +137,78 @@ const kcache = (() => {
       return '–';
     }
     return new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC');
+  }
+
+  // "5 s ago", "3 min ago", "2 h ago", then the date.
+  function ago(ms, now = Date.now()) {
+    if (!ms) {
+      return '–';
+    }
+    const s = Math.max(0, Math.round((now - ms) / 1000));
+    if (s < 60) {
+      return s + ' s ago';
+    }
+    if (s < 3600) {
+      return Math.floor(s / 60) + ' min ago';
+    }
+    if (s < 86400) {
+      return Math.floor(s / 3600) + ' h ago';
+    }
+    return time(ms);
+  }
+
+  // "850 ms", "12.3 s", "4 min 2 s".
+  function millis(ms) {
+    if (ms < 10000) {
+      return Math.round(ms) + ' ms';
+    }
+    if (ms < 120000) {
+      return (ms / 1000).toFixed(1) + ' s';
+    }
+    return duration(ms / 1000);
+  }
+
+  // "0.85 µs", "12.3 µs", "4.1 ms".
+  function micros(us) {
+    if (!(us > 0)) {
+      return '–';
+    }
+    if (us >= 1000) {
+      return (us / 1000).toFixed(us >= 10000 ? 1 : 2) + ' ms';
+    }
+    return us.toFixed(us >= 100 ? 0 : us >= 10 ? 1 : 2) + ' µs';
+  }
+
+  // A job's progress: autotune searches count variant steps (each compiled,
+  // then each timed); a compile is indeterminate while it runs.
+  function progress(job) {
+    const bar = document.createElement('progress');
+    bar.max = 1;
+    const p = job.progress;
+    const finished = !['queued', 'running'].includes(job.state);
+    if (p && p.total > 0) {
+      bar.max = p.total;
+      bar.value = finished && job.state === 'succeeded' ? p.total : Math.min(p.done, p.total);
+      bar.title = `${p.done} of ${p.total} variant steps`;
+    } else if (job.state === 'queued') {
+      bar.value = 0;
+    } else if (job.state === 'running') {
+      bar.removeAttribute('value'); // indeterminate: a compile reports no steps
+      bar.title = 'compiling';
+    } else {
+      bar.value = job.state === 'succeeded' ? 1 : 0;
+    }
+    bar.className = 'job-progress ' + job.state;
+    bar.dataset.job = job.id;
+    return bar;
+  }
+
+  // A state name as a small badge.
+  function badge(state) {
+    const span = document.createElement('span');
+    span.className = 'badge ' + state;
+    span.textContent = state;
+    return span;
   }
 
   function duration(seconds) {
@@ -227,5 +315,8 @@ const kcache = (() => {
     }, 100);
   });
 
-  return { api, start, count, bytes, ratio, time, duration, facts, row, lineChart, el, HttpError };
+  return {
+    api, start, whoami, count, bytes, ratio, time, ago, millis, micros, duration, facts, row,
+    progress, badge, svg, lineChart, el, HttpError,
+  };
 })();

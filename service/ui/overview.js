@@ -109,6 +109,106 @@
     ], history.now_ms);
     tiers(stats);
     namespaces(metrics);
+    el('mode').textContent = stats.cluster ? 'cluster mode' : 'single node';
+    el('admin').hidden = !(await kcache.whoami()).everywhere.admin;
+  }
+
+  // "50GiB", "500 MB", "1024" -> bytes; NaN when it is none of these.
+  function parseSize(text) {
+    const m = /^\s*(\d+(?:\.\d+)?)\s*([KMGTP]i?B|B)?\s*$/i.exec(text);
+    if (!m) {
+      return NaN;
+    }
+    const unit = (m[2] || 'B').toUpperCase();
+    const power = 'BKMGTP'.indexOf(unit[0]);
+    const base = unit.includes('I') ? 1024 : 1000;
+    return Math.round(Number(m[1]) * base ** power);
+  }
+
+  // "7d", "12h", "30min", "90s" -> seconds; NaN otherwise.
+  function parseAge(text) {
+    const m = /^\s*(\d+(?:\.\d+)?)\s*(s|min|m|h|d|w)?\s*$/i.exec(text);
+    if (!m) {
+      return NaN;
+    }
+    const unit = { s: 1, min: 60, m: 60, h: 3600, d: 86400, w: 604800 }[(m[2] || 's').toLowerCase()];
+    return Math.round(Number(m[1]) * unit);
+  }
+
+  async function verify() {
+    const q = new URLSearchParams({ area: el('verify-area').value });
+    if (el('verify-prefix').value.trim()) {
+      q.set('prefix', el('verify-prefix').value.trim());
+    }
+    if (el('verify-repair').checked) {
+      q.set('repair', '1');
+    }
+    const report = await kcache.api('/v1/admin/verify?' + q, { method: 'POST' });
+    const problems = report.problems.map((p) => `${p.key}: ${p.problem}`);
+    return `${count(report.checked)} checked, ${count(report.problems.length)} problems` +
+      (el('verify-repair').checked ? `, ${count(report.repaired)} repaired` : '') +
+      (problems.length ? ':\n' + problems.slice(0, 20).join('\n') + (problems.length > 20 ? '\n…' : '') : '');
+  }
+
+  async function gc() {
+    const q = new URLSearchParams();
+    const age = el('gc-age').value.trim();
+    const size = el('gc-size').value.trim();
+    if (age) {
+      const s = parseAge(age);
+      if (Number.isNaN(s)) {
+        throw new Error(`"${age}" is not an age: give 7d, 12h, 30min or 90s`);
+      }
+      q.set('older_than_s', String(s));
+    }
+    if (size) {
+      const b = parseSize(size);
+      if (Number.isNaN(b)) {
+        throw new Error(`"${size}" is not a size: give 50GiB, 500MB or a number of bytes`);
+      }
+      q.set('max_size', String(b));
+    }
+    if (!age && !size) {
+      throw new Error('give an age, a size or both');
+    }
+    const r = await kcache.api('/v1/admin/gc?' + q, { method: 'POST' });
+    return `removed ${count(r.removed_entries)} entries (${bytes(r.removed_bytes)}); ` +
+      `${bytes(r.before_bytes)} before, ${bytes(r.after_bytes)} after`;
+  }
+
+  // Runs an admin action from its form; gc asks for a second click first.
+  function adminForm(id, run, confirmFirst) {
+    const button = el(id + '-run');
+    const label = button.textContent;
+    let armedUntil = 0;
+    el(id).addEventListener('submit', async (event) => {
+      event.preventDefault();
+      if (confirmFirst && Date.now() > armedUntil) {
+        armedUntil = Date.now() + 4000;
+        button.textContent = 'Confirm: ' + label.toLowerCase();
+        button.classList.add('armed');
+        setTimeout(() => {
+          button.textContent = label;
+          button.classList.remove('armed');
+        }, 4000);
+        return;
+      }
+      armedUntil = 0;
+      button.textContent = label;
+      button.classList.remove('armed');
+      button.disabled = true;
+      el(id + '-result').textContent = 'running…';
+      el(id + '-result').classList.remove('error');
+      try {
+        el(id + '-result').textContent = await run();
+        await load();
+      } catch (error) {
+        el(id + '-result').textContent = String(error.message || error);
+        el(id + '-result').classList.add('error');
+      } finally {
+        button.disabled = false;
+      }
+    });
   }
 
   document.addEventListener('DOMContentLoaded', () => {
@@ -121,6 +221,8 @@
         load().catch((error) => kcache.el('error').append(String(error)));
       });
     }
+    adminForm('verify', verify, false);
+    adminForm('gc', gc, true);
     kcache.start(load);
   });
 })();

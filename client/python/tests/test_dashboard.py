@@ -1,7 +1,11 @@
 """The dashboard (docs/DASHBOARD.md) in headless Chromium against a real kcached
-with tokens and real entries: every page loads with no console errors, the
-overview's numbers are /v1/stats', a search finds an entry, and /ui/ without a
-token is 401. Screenshots at 1280x800 and 390x844 go to build/dashboard-screenshots/.
+with tokens, real entries and real compile jobs (one worker): every page loads
+with no console errors, the overview's numbers are /v1/stats', a search finds
+an entry, explain highlights the differing component, a running autotune
+search's progress bar moves, the autotune chart has one mark per variant, a
+failed job shows its compiler log, cancel and the admin buttons work, and
+/ui/ without a token is 401. Screenshots at 1280x800 and 390x844 go to
+build/dashboard-screenshots/.
 
 Needs Debian's chromium and chromium-driver and Selenium in build/venv
 (scripts/setup installs them); skips without them unless KCACHE_REQUIRE_DASHBOARD
@@ -31,6 +35,12 @@ CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; frame-ancestors 'none'"
 )
+
+
+EXPLAINED = {
+    "torch:expl:pt2:fx-graph-v1::a:c1": ("k1", "True"),
+    "torch:expl:pt2:fx-graph-v1::b:c1": ("k2", "False"),
+}
 
 
 def _browser():
@@ -66,9 +76,11 @@ def server():
         )
         config.chmod(0o600)  # kcached refuses plaintext tokens others may read
         port_file = tmp / "port"
+        # One worker: a search's variants compile one after another (its
+        # progress moves in steps) and later jobs wait their turn.
         args = [_kcached(), "--config", str(config), "--listen", "127.0.0.1:0",
                 "--data-dir", str(tmp / "data"), "--port-file", str(port_file),
-                "--threads", "2", "--log-level", "warn"]
+                "--threads", "2", "--log-level", "warn", "--workers", "1"]
         if not os.environ.get("KCACHE_WORKER_BINARY"):
             args += ["--worker-memory", "0"]
         with open(tmp / "kcached.log", "ab") as log:
@@ -91,7 +103,13 @@ def server():
                 for key in keys["dash"][:4]:
                     assert c.get(key) is not None  # hits
                 assert c.get("torch:dash:pt2:fx-graph-v1::absent:c1") is None  # a miss
-                yield {"url": url, "keys": keys, "client": c}
+                # Two entries kcache.torch would store, whose hash details
+                # differ in one input: what explain compares.
+                for name, kwargs in EXPLAINED.items():
+                    details = ["[h1] gm: graph(x) = relu(x)", f"[{kwargs[0]}] fx_kwargs[cudagraphs]: {kwargs[1]}",
+                               "[h3] deterministic_algorithms_settings: (False, False, True)"]
+                    assert c.put(name, b"kernel " + name.encode(), metadata={"hash_details": details})
+                yield {"url": url, "keys": keys, "client": c, "log": tmp / "kcached.log"}
                 c.close()
             finally:
                 proc.terminate()
@@ -203,6 +221,21 @@ def _shots(driver, name):
     _viewport(driver, 1280, 800)
 
 
+def _click(driver, selector):
+    """Clicks what `selector` finds, again if the page redrew it meanwhile
+    (the job list redraws on every change)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    for _ in range(20):
+        try:
+            driver.find_element(By.CSS_SELECTOR, selector).click()
+            return
+        except StaleElementReferenceException:
+            time.sleep(0.02)
+    raise AssertionError("could not click " + selector)
+
+
 def _text(driver, element_id):
     return driver.find_element("id", element_id).text
 
@@ -236,25 +269,49 @@ def test_pages_in_chromium(server, browser):
     _shots(driver, "overview")
 
     driver.get(url + "/ui/entries.html")
-    _wait(driver, lambda: len(driver.find_elements(By.CSS_SELECTOR, "#entries tbody button.key")) == 9, "the listing")
+    every = len(server["keys"]["dash"]) + len(server["keys"]["other"]) + len(EXPLAINED)
+    _wait(driver, lambda: len(driver.find_elements(By.CSS_SELECTOR, "#entries tbody button.key")) == every, "the listing")
+    assert "(the last page) in key order" in _text(driver, "summary")
     driver.find_element(By.ID, "prefix").send_keys("torch:dash:")
-    Select(driver.find_element(By.ID, "sort")).select_by_value("key")
     driver.find_element(By.CSS_SELECTOR, "#search button[type=submit]").click()
-    _wait(driver, lambda: "of 6 entries" in _text(driver, "summary"), "the search")
+    _wait(driver, lambda: _text(driver, "summary").startswith("1–6 (the last page)"), "the search")
     keys = [b.text for b in driver.find_elements(By.CSS_SELECTOR, "#entries tbody button.key")]
     assert keys == sorted(server["keys"]["dash"])
+    # Sorted by anything but the key, the server reads every entry and counts them.
+    Select(driver.find_element(By.ID, "sort")).select_by_value("size")
+    driver.find_element(By.CSS_SELECTOR, "#search button[type=submit]").click()
+    _wait(driver, lambda: "of 6 entries" in _text(driver, "summary"), "the sorted search")
+    Select(driver.find_element(By.ID, "sort")).select_by_value("key")
     driver.find_element(By.ID, "prefix").clear()
     driver.find_element(By.ID, "namespace").send_keys("other")
     driver.find_element(By.CSS_SELECTOR, "#search button[type=submit]").click()
-    _wait(driver, lambda: "of 3 entries" in _text(driver, "summary"), "the namespace search")
+    _wait(driver, lambda: _text(driver, "summary").startswith("1–3 (the last page)"), "the namespace search")
     # SIZE is the artifact's (kernel0 holds 1000 bytes), STORED its record's.
     first = driver.find_elements(By.CSS_SELECTOR, "#entries tbody tr")[0].find_elements(By.TAG_NAME, "td")
-    assert first[2].text == "1000 B", [td.text for td in first]
+    assert first[3].text == "1000 B", [td.text for td in first]
     driver.find_elements(By.CSS_SELECTOR, "#entries tbody button.key")[0].click()
     _wait(driver, lambda: driver.find_element(By.ID, "detail").is_displayed(), "an entry's record")
     assert _text(driver, "detail-key").startswith("triton:other:kernel")
     assert "test_dashboard" in _text(driver, "detail-facts")
     assert "1000 B" in _text(driver, "detail-facts")
+    # Explain: two records picked (A/B) are compared side by side, the
+    # differing component marked.
+    driver.find_element(By.ID, "namespace").clear()
+    driver.find_element(By.ID, "prefix").send_keys("torch:expl:")
+    driver.find_element(By.CSS_SELECTOR, "#search button[type=submit]").click()
+    _wait(driver, lambda: _text(driver, "summary").startswith("1–2 (the last page)"), "the explain pair")
+    for box in driver.find_elements(By.CSS_SELECTOR, "#entries tbody input.pick"):
+        box.click()
+    _wait(driver, lambda: driver.find_element(By.ID, "explained").is_displayed(), "the explanation")
+    assert driver.find_element(By.ID, "key-a").get_attribute("value") == sorted(EXPLAINED)[0]
+    differing = [tr.get_attribute("data-component") for tr in driver.find_elements(By.CSS_SELECTOR, "#explain-table tr.differs")]
+    same = [tr.get_attribute("data-component") for tr in driver.find_elements(By.CSS_SELECTOR, "#explain-table tr.same")]
+    assert differing == ["fx_kwargs[cudagraphs]"], differing
+    assert same == ["gm", "deterministic_algorithms_settings"], same
+    assert "1 component differs: fx_kwargs[cudagraphs]" in _text(driver, "explain-summary")
+    highlighted = driver.find_element(By.CSS_SELECTOR, "#explain-table tr.differs td").value_of_css_property("background-color")
+    plain = driver.find_element(By.CSS_SELECTOR, "#explain-table tr.same td").value_of_css_property("background-color")
+    assert highlighted != plain, (highlighted, plain)
     assert _console_errors(driver) == []
     _shots(driver, "entries")
 
@@ -270,3 +327,223 @@ def test_pages_in_chromium(server, browser):
     _wait(driver, lambda: _text(driver, "total-hits") == count(stats["hits"]), "the overview after the token")
     # The 401 of the page itself is the one error the console may show.
     assert _console_errors(driver, allowed=[url + "/ui/ - Failed to load resource"]) == []
+
+
+# A CPU autotune search whose variants nap MS milliseconds per call (the same
+# on a loaded host): its benchmark takes about a second, MS=300 is pruned. The
+# 100 small functions make each variant's compile take a few tenths of a
+# second, so the search's progress moves in steps the page can show.
+NAP = "\n".join(
+    ['extern "C" int usleep(unsigned);']
+    + [f"static float f{i}(float x) {{ for (int j = 0; j < {i % 7 + 2}; ++j) x = x * 1.0001f + {i}.5f / (x + 1.0f); "
+       "return x; }" for i in range(100)]
+    + ['extern "C" void nap(float* out, int n) {', "  usleep(MS * 1000);", "  float s = 0;"]
+    + [f"  s += f{i}(static_cast<float>(n));" for i in range(100)]
+    + ["  out[0] = s == s ? static_cast<float>(n) : 0.0f;", "}"]
+)
+SEARCH = {
+    "backend": "cpp", "source": {"name": "nap.cpp", "text": NAP}, "name_expressions": ["nap"],
+    "options": ["-O1"], "target": "x86-64-v2", "output": "shared",
+    "autotune": {
+        "params": {"MS": [10, 40, 80, 160, 300]},
+        "constraints": ["MS <= 200"],
+        "benchmark": {"args": [{"buffer": "out", "count": "1", "output": True}, {"scalar": "7", "dtype": "i32"}],
+                      "reference": {"MS": 10}, "warmup": 0, "repeats": 2},
+        "strategy": {"kind": "exhaustive"},
+    },
+}
+
+
+def _compile(text):
+    return {"backend": "cpp", "source": {"name": "k.cpp", "text": text}, "options": ["-O1"],
+            "target": "x86-64-v2", "output": "object"}
+
+
+@needs_browser
+def test_jobs_autotune_nodes_and_admin_in_chromium(server, browser):
+    from selenium.webdriver.common.by import By
+
+    url, c, driver = server["url"], server["client"], browser
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": {"Authorization": "Bearer " + ADMIN_TOKEN}})
+    driver.get(url + "/ui/jobs.html")
+    driver.execute_script("sessionStorage.clear()")
+    driver.refresh()
+    _wait(driver, lambda: _text(driver, "live").startswith("live"), "the live job list")
+
+    # Submitted with the page open: the long-poll brings each change.
+    search = c.submit(SEARCH, key="torch:dash:autotune:nap", priority=0)
+    assert search.get("status") == "queued", search
+    search_id = search["job"]["id"]
+    failing = c.submit(_compile("int broken( {"), priority=-5)["job"]["id"]
+    doomed = c.submit(_compile("int kept() { return 7; }"), priority=-10)["job"]["id"]
+
+    # The search's bar, read as the page redraws it, until the search ends.
+    seen, deadline = [], time.monotonic() + 120
+    bar = f'progress[data-job="{search_id}"]'
+    cancelled = False
+    while time.monotonic() < deadline:
+        try:
+            state = driver.find_element(By.CSS_SELECTOR, f'tr[data-job="{search_id}"]').get_attribute("data-state")
+            value = float(driver.find_element(By.CSS_SELECTOR, bar).get_attribute("value"))
+        except Exception:  # redrawn between the two reads
+            continue
+        if not seen or seen[-1] != (state, value):
+            seen.append((state, value))
+        if not cancelled and driver.find_elements(By.CSS_SELECTOR, f'button.cancel[data-job="{doomed}"]'):
+            # Queued behind the search (one worker): cancel it, with a confirming second click.
+            _click(driver, f'button.cancel[data-job="{doomed}"]')
+            _wait(driver, lambda: "Confirm" in driver.find_element(By.CSS_SELECTOR, f'button.cancel[data-job="{doomed}"]').text, "the armed cancel")
+            _click(driver, f'button.cancel[data-job="{doomed}"]')
+            cancelled = True
+        if state in ("succeeded", "failed", "cancelled"):
+            break
+        time.sleep(0.03)
+    assert seen and seen[-1][0] == "succeeded", seen
+    running = sorted({v for s, v in seen if s == "running"})
+    assert len(running) >= 2, f"the bar did not move while the search ran: {seen}"
+    assert seen[-1][1] > running[0], seen
+    assert cancelled
+    _wait(driver, lambda: driver.find_element(By.CSS_SELECTOR, f'tr[data-job="{doomed}"]').get_attribute("data-state") == "cancelled",
+          "the cancelled job", timeout=30)
+    assert c.wait(failing, timeout_s=60)["state"] == "failed"
+    _wait(driver, lambda: driver.find_element(By.CSS_SELECTOR, f'tr[data-job="{failing}"]').get_attribute("data-state") == "failed",
+          "the failed job", timeout=30)
+    _click(driver, f'tr[data-job="{failing}"] button.key')
+    _wait(driver, lambda: driver.find_element(By.ID, "detail-log").is_displayed(), "the failed job's log")
+    assert "error" in _text(driver, "detail-log"), _text(driver, "detail-log")
+    assert "compile-failed" in _text(driver, "detail-error")
+    assert _console_errors(driver) == []
+    _shots(driver, "jobs")
+
+    # The search's tuning table: one mark per variant, the pruned one with its reason.
+    table = json.loads(json.loads(_http(url + "/v1/jobs/" + search_id, READ_TOKEN)[2])["log"])
+    driver.get(url + "/ui/autotune.html")
+    _wait(driver, lambda: driver.find_elements(By.CSS_SELECTOR, f'#searches tr[data-job="{search_id}"] button.key'), "the searches")
+    driver.find_element(By.CSS_SELECTOR, f'#searches tr[data-job="{search_id}"] button.key').click()
+    _wait(driver, lambda: driver.find_elements(By.CSS_SELECTOR, "#chart g.mark"), "the chart")
+    marks = driver.find_elements(By.CSS_SELECTOR, "#chart g.mark")
+    assert sorted(m.get_attribute("data-variant") for m in marks) == sorted(r["id"] for r in table["rows"])
+    assert len(marks) == 5
+    winner = [w.get_attribute("data-variant") for w in driver.find_elements(By.CSS_SELECTOR, "#chart g.mark.winner")]
+    assert winner == [table["winner"]], (winner, table)
+    pruned = driver.find_element(By.CSS_SELECTOR, '#variants tr[data-variant="MS=300"]')
+    assert "pruned" in pruned.text and "MS <= 200" in pruned.text, pruned.text
+    assert _text(driver, "search-summary").startswith("Winner MS=10: "), _text(driver, "search-summary")
+    assert "faster than the runner-up" in _text(driver, "search-summary")
+    assert _console_errors(driver) == []
+    _shots(driver, "autotune")
+
+    driver.get(url + "/ui/nodes.html")
+    _wait(driver, lambda: driver.find_element(By.ID, "single").is_displayed(), "the nodes page")
+    assert _text(driver, "mode").startswith("Single-node mode")
+    assert _console_errors(driver) == []
+    _shots(driver, "nodes")
+
+    # Admin buttons: shown to an admin token, and they run.
+    driver.get(url + "/ui/")
+    _wait(driver, lambda: driver.find_element(By.ID, "admin").is_displayed(), "the admin panel")
+    driver.find_element(By.ID, "verify-run").click()
+    _wait(driver, lambda: "checked" in _text(driver, "verify-result"), "verify")
+    assert ", 0 problems" in _text(driver, "verify-result"), _text(driver, "verify-result")
+    driver.find_element(By.ID, "gc-age").send_keys("30d")
+    driver.find_element(By.ID, "gc-run").click()
+    assert "Confirm" in driver.find_element(By.ID, "gc-run").text
+    driver.find_element(By.ID, "gc-run").click()
+    _wait(driver, lambda: "removed" in _text(driver, "gc-result"), "gc")
+    assert _text(driver, "gc-result").startswith("removed 0 entries"), _text(driver, "gc-result")
+    assert _console_errors(driver) == []
+    _shots(driver, "overview-admin")
+    # A read token sees no admin buttons.
+    driver.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": {"Authorization": "Bearer " + READ_TOKEN}})
+    driver.refresh()
+    _wait(driver, lambda: driver.find_element(By.ID, "content").is_displayed(), "the overview")
+    time.sleep(0.3)
+    assert not driver.find_element(By.ID, "admin").is_displayed()
+    driver.get(url + "/ui/jobs.html")
+    _wait(driver, lambda: _text(driver, "live").startswith("live"), "the jobs page")
+    assert not driver.find_elements(By.CSS_SELECTOR, "button.cancel")
+    assert _console_errors(driver) == []
+
+
+def test_jobs_long_poll_answers_on_a_change(server):
+    """GET /v1/jobs?since=N&wait_ms=M waits while nothing changes and answers
+    when a job does; ?log=0 leaves the logs out, ?kind= filters."""
+    url, c = server["url"], server["client"]
+    first = json.loads(_http(url + "/v1/jobs?log=0", READ_TOKEN)[2])
+    assert isinstance(first["changes"], int)
+    start = time.monotonic()
+    again = json.loads(_http(url + f"/v1/jobs?since={first['changes']}&wait_ms=600", READ_TOKEN)[2])
+    assert time.monotonic() - start >= 0.5, "nothing changed: it waited"
+    assert again["changes"] == first["changes"]
+    assert all("log" not in j for j in first["jobs"])
+    import threading
+    answer = {}
+
+    def poll():
+        t0 = time.monotonic()
+        answer["body"] = json.loads(_http(url + f"/v1/jobs?since={first['changes']}&wait_ms=20000", READ_TOKEN)[2])
+        answer["s"] = time.monotonic() - t0
+
+    waiter = threading.Thread(target=poll)
+    waiter.start()
+    time.sleep(0.3)
+    submitted = c.submit(_compile("int long_poll_probe() { return 1; }"))
+    waiter.join(timeout=30)
+    assert answer["s"] < 15, answer["s"]
+    assert answer["body"]["changes"] > first["changes"]
+    assert submitted["job"]["id"] in [j["id"] for j in answer["body"]["jobs"]]
+    c.wait(submitted["job"]["id"], timeout_s=60)
+    kinds = json.loads(_http(url + "/v1/jobs?kind=autotune&log=0", READ_TOKEN)[2])
+    assert all(j["kind"] == "autotune" for j in kinds["jobs"])
+    assert _http(url + "/v1/jobs?kind=nope", READ_TOKEN)[0] == 400
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@needs_browser
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server (scripts/setup)")
+def test_nodes_page_in_cluster_mode(browser):
+    """A kcached in cluster mode (a real redis-server) lists its node."""
+    from selenium.webdriver.common.by import By
+
+    with tempfile.TemporaryDirectory(prefix="kcache-ui-cluster-") as tmp:
+        tmp = Path(tmp)
+        port = _free_port()
+        redis = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                  "--appendonly", "no", "--dir", str(tmp)], stdout=subprocess.DEVNULL)
+        kcached = None
+        try:
+            port_file = tmp / "port"
+            args = [_kcached(), "--listen", "127.0.0.1:0", "--data-dir", str(tmp / "data"), "--port-file",
+                    str(port_file), "--threads", "2", "--log-level", "warn", "--cluster", "--node-id", "dash-node",
+                    "--redis-url", f"redis://127.0.0.1:{port}"]
+            if not os.environ.get("KCACHE_WORKER_BINARY"):
+                args += ["--worker-memory", "0"]
+            log = open(tmp / "kcached.log", "ab")
+            kcached = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + 30
+            while not port_file.exists():
+                assert kcached.poll() is None and time.monotonic() < deadline, (tmp / "kcached.log").read_text()
+                time.sleep(0.02)
+            url = f"http://127.0.0.1:{port_file.read_text().strip()}"
+            driver = browser
+            driver.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": {}})
+            driver.get(url + "/ui/nodes.html")
+            _wait(driver, lambda: driver.find_element(By.ID, "cluster").is_displayed(), "the cluster's nodes", timeout=20)
+            _wait(driver, lambda: "dash-node" in driver.find_element(By.ID, "nodes").text, "this node's row", timeout=20)
+            assert _text(driver, "mode").startswith("Cluster mode: 1 live node")
+            assert _console_errors(driver) == []
+            _shots(driver, "nodes-cluster")
+        finally:
+            if kcached is not None:
+                kcached.terminate()
+                kcached.wait(timeout=30)
+                log.close()
+            redis.terminate()
+            redis.wait(timeout=10)
