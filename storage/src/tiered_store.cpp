@@ -98,7 +98,6 @@ std::vector<R> TieredStore::read_many_through(Area area, std::span<const std::st
   return out;
 }
 
-Result<void> TieredStore::put(Area area, std::string_view key, std::string_view value) {
 GetResult TieredStore::get(Area area, std::string_view key) {
   return read_through<GetResult>(
       area, key, [area](Store& tier, std::string_view k) { return tier.get(area, k); });
@@ -133,6 +132,7 @@ std::vector<SharedGetResult> TieredStore::get_many_shared(Area area,
                                             });
 }
 
+Result<void> TieredStore::put(Area area, std::string_view key, std::string_view value) {
   if (tiers_.empty()) {
     return tl::unexpected(StoreError{StoreError::Code::kUnavailable, "no storage tiers"});
   }
