@@ -245,8 +245,14 @@ class Run:
         lines = human.splitlines()
         start = next((i for i, l in enumerate(lines) if l.startswith("autotune:")), 0)
         print("\n".join(lines[start:start + 6]), flush=True)
-        cubin = self.work / f"{name}.cubin"
-        self.cli(["get", row["key"], "-o", cubin], json_out=False)
+        # An autotune entry has two outputs (kernel.cubin, autotune.json):
+        # `kcache get -o` writes them into a directory.
+        outputs = self.work / f"{name}.outputs"
+        self.cli(["get", row["key"], "-o", outputs], json_out=False)
+        cubins = sorted(outputs.glob("*.cubin")) if outputs.is_dir() else [outputs]
+        if not cubins:
+            raise SystemExit(f"kcache get {row['key']}: no .cubin among {sorted(outputs.iterdir())}")
+        cubin = cubins[0]
         row["cubin"] = str(cubin)
         row["cubin_bytes"] = cubin.stat().st_size
         log(f"kcache get: the winner {row['winner']}, {row['cubin_bytes']} B of CUBIN")
