@@ -27,7 +27,7 @@ template <typename Read> std::string round_trip(const std::string& text, Read re
 TEST(AdminJson, StatsRoundTripsTheDaemonsText) {
   // A tier that cannot say what it holds (Redis) has nulls there.
   const std::string text =
-      R"({"c_abi":8,"errors":0,"git_revision":"abc1234","hit_ratio":0.75,"hits":3,)"
+      R"({"c_abi":8,"cluster":true,"errors":0,"git_revision":"abc1234","hit_ratio":0.75,"hits":3,)"
       R"("key_schema":2,"misses":1,"tiers":[{"backfills":0,"bytes_read":512,)"
       R"("bytes_stored":2048,"bytes_written":1024,"capacity":4096,"corrupt":0,"entries":3,)"
       R"("errors":0,"evictions":2,"hits":3,"misses":1,"name":"memory","puts":4,"rejected":0},)"
@@ -37,6 +37,7 @@ TEST(AdminJson, StatsRoundTripsTheDaemonsText) {
       R"("zeroed_ms":0})";
   EXPECT_EQ(round_trip(text, stats_from_json), text);
   const Stats stats = *stats_from_json(json::parse(text));
+  EXPECT_TRUE(stats.cluster);
   ASSERT_EQ(stats.tiers.size(), 2U);
   EXPECT_EQ(stats.tiers[0].name, "memory");
   EXPECT_EQ(stats.tiers[0].evictions, 2U);
