@@ -250,13 +250,17 @@ json to_json(const JobList& list) {
     jobs.push_back(to_json(job, /*with_spec=*/false));
   }
   const JobList::Counts& c = list.counts;
-  return json{{"jobs", std::move(jobs)},
-              {"counts",
-               {{"queued", c.queued},
-                {"running", c.running},
-                {"finished", c.finished},
-                {"workers", c.workers},
-                {"queue_capacity", c.queue_capacity}}}};
+  json doc{{"jobs", std::move(jobs)},
+           {"counts",
+            {{"queued", c.queued},
+             {"running", c.running},
+             {"finished", c.finished},
+             {"workers", c.workers},
+             {"queue_capacity", c.queue_capacity}}}};
+  if (list.changes) {
+    doc["changes"] = *list.changes;
+  }
+  return doc;
 }
 
 json to_json(const NodeList& list) {
@@ -380,6 +384,11 @@ tl::expected<JobList, std::string> job_list_from_json(const json& doc) {
       read(c, "finished", list.counts.finished);
       read(c, "workers", list.counts.workers);
       read(c, "queue_capacity", list.counts.queue_capacity);
+    }
+    if (member(doc, "changes") != nullptr) {
+      std::uint64_t changes = 0;
+      read(doc, "changes", changes);
+      list.changes = changes;
     }
     return list;
   });

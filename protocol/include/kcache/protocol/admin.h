@@ -106,6 +106,9 @@ struct JobList {
   };
   std::vector<JobView> jobs;
   Counts counts;
+  // The job manager's change count (the dashboard long-polls on it); absent
+  // from an older daemon's answer.
+  std::optional<std::uint64_t> changes;
 };
 
 // GET /v1/nodes (cluster mode): the live nodes, as each last heartbeated.
