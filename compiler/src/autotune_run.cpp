@@ -63,6 +63,12 @@ std::optional<std::string> first_checked_ok(const std::vector<BenchVariant>& can
     request.variants = {v};
     request.check = true;
     const std::vector<BenchResult> results = bench(request);
+    if (!results.empty() && results.front().status == kNotTimed) {
+      // The service's deadline is the search's: no time left to check, so no
+      // winner (an unchecked binary is never published).
+      table.stopped += "; no time was left to check the fastest variant, so none won";
+      return std::nullopt;
+    }
     checked.insert(v.id);
     TuningRow& row = table.rows[row_of.at(v.id)];
     if (!results.empty() && results.front().status == "ok") {

@@ -148,6 +148,30 @@ TEST(AutotuneRun, ABudgetOutChecksTheWinnerAndFallsBackWhenItIsWrong) {
   EXPECT_EQ(bench.rounds[2]["variants"], json::array({"U=4"}));
 }
 
+// The budget ran out and the service's deadline leaves no time to check the
+// would-be winner: nothing unchecked wins, and the table says why.
+TEST(AutotuneRun, NoTimeLeftToCheckMeansNoWinner) {
+  Scripted bench = one_slow();
+  std::size_t calls = 0;
+  BenchFn fn = [&](const BenchRequest& request) {
+    bench.time_only = calls++ == 0 ? 4 : 0;
+    return bench.fn()(request);
+  };
+  auto search = parse_autotune(search_text(R"({"kind": "halving"})"));
+  ASSERT_TRUE(search.has_value());
+  auto space = expand(*search);
+  std::vector<CompiledVariant> compiled;
+  for (const Variant& v : space->variants) {
+    compiled.push_back({v, std::string("binary"), ""});
+  }
+  BenchRequest base;
+  base.search_json = search->json;
+  const TuningTable t = run_search(*search, *space, compiled, base, fn);
+  EXPECT_FALSE(t.winner.has_value());
+  EXPECT_NE(t.stopped.find("no time was left to check"), std::string::npos) << t.stopped;
+  EXPECT_EQ(calls, 2U) << "one check tried, not one per variant";
+}
+
 TEST(AutotuneRun, DiscardZeroAndAWarmupGiveTheOldHalving) {
   Scripted bench = one_slow();
   const Searched s = search_with(R"({"kind": "halving", "discard": 0, "first_warmup": 2})", bench);
