@@ -416,7 +416,9 @@ public:
     base.reference = {"reference", reference_.variant.params, *reference_.binary};
     bench_ = search->benchmark;
     return run_search(*search, *space, compiled_, base,
-                      [&](const BenchRequest& request) { return bench_on_gpu(gpu_, request); });
+                      [&](const BenchRequest& request, BenchPhase /*no deadline here*/) {
+                        return bench_on_gpu(gpu_, request);
+                      });
   }
   const BenchmarkSpec& last_bench() const { return bench_; }
 

@@ -62,11 +62,11 @@ std::optional<std::string> first_checked_ok(const std::vector<BenchVariant>& can
     BenchRequest request = request_base;
     request.variants = {v};
     request.check = true;
-    const std::vector<BenchResult> results = bench(request);
+    const std::vector<BenchResult> results = bench(request, BenchPhase::kWinnerCheck);
     if (!results.empty() && results.front().status == kNotTimed) {
-      // The service's deadline is the search's: no time left to check, so no
-      // winner (an unchecked binary is never published).
-      table.stopped += "; no time was left to check the fastest variant, so none won";
+      // Even the check's own allowance ran out: no winner (an unchecked
+      // binary is never published).
+      table.stopped += "; the fastest variant's check did not finish in its allowance, so none won";
       return std::nullopt;
     }
     checked.insert(v.id);
@@ -131,7 +131,7 @@ TuningTable run_search(const AutotuneSearch& search, const Space& space,
                     std::any_of(candidates.begin(), candidates.end(),
                                 [&](const BenchVariant& v) { return !checked.contains(v.id); });
     const double round_start = elapsed();
-    const std::vector<BenchResult> results = bench(request);
+    const std::vector<BenchResult> results = bench(request, BenchPhase::kRound);
     table.round_seconds.push_back(elapsed() - round_start);
     std::vector<std::pair<double, std::size_t>> ok; // (median, index into candidates)
     bool cut = false;                               // some not timed: the budget ran out

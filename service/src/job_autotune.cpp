@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -53,6 +54,16 @@ std::vector<compiler::BenchResult> bench_within(const JobRunner& runner,
     }
   }
   return results;
+}
+
+// When the budget ends a search before its finalists were checked (halving
+// checks only them), the fastest variant's check is what decides whether any
+// winner is published: it may run past the budget by this much (a tenth of
+// the budget, at least 5 s: one variant's check, with the reference's run).
+std::chrono::steady_clock::duration winner_check_allowance(const compiler::AutotuneSearch& search) {
+  const double seconds = std::max(5.0, search.budget.max_seconds / 10);
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(seconds));
 }
 
 } // namespace
@@ -175,8 +186,13 @@ AutotuneCoordinator::benchmark(const std::string& id, const State& state,
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                               std::chrono::duration<double>(s.search.budget.max_seconds));
     table = compiler::run_search(
-        s.search, s.space, compiled, base, [&](const compiler::BenchRequest& request) {
-          return bench_within(runner, request, cancel, deadline, s.search.budget.max_seconds);
+        s.search, s.space, compiled, base,
+        [&](const compiler::BenchRequest& request, compiler::BenchPhase phase) {
+          const auto until = phase == compiler::BenchPhase::kWinnerCheck
+                                 ? std::max(deadline, std::chrono::steady_clock::now() +
+                                                          winner_check_allowance(s.search))
+                                 : deadline;
+          return bench_within(runner, request, cancel, until, s.search.budget.max_seconds);
         });
     if (!table.winner) {
       out.failure = "no variant ran correctly";

@@ -34,11 +34,12 @@ struct Scripted {
   std::set<std::string> wrong;      // variants whose outputs a check finds wrong
 
   BenchFn fn() {
-    return [this](const BenchRequest& request) {
+    return [this](const BenchRequest& request, BenchPhase phase) {
       const json search = json::parse(request.search_json);
       json round{{"repeats", search["benchmark"]["repeats"]},
                  {"warmup", search["benchmark"]["warmup"]},
                  {"check", request.check},
+                 {"winner_check", phase == BenchPhase::kWinnerCheck},
                  {"variants", json::array()}};
       std::vector<BenchResult> out;
       for (const BenchVariant& v : request.variants) {
@@ -153,9 +154,9 @@ TEST(AutotuneRun, ABudgetOutChecksTheWinnerAndFallsBackWhenItIsWrong) {
 TEST(AutotuneRun, NoTimeLeftToCheckMeansNoWinner) {
   Scripted bench = one_slow();
   std::size_t calls = 0;
-  BenchFn fn = [&](const BenchRequest& request) {
+  BenchFn fn = [&](const BenchRequest& request, BenchPhase phase) {
     bench.time_only = calls++ == 0 ? 4 : 0;
-    return bench.fn()(request);
+    return bench.fn()(request, phase);
   };
   auto search = parse_autotune(search_text(R"({"kind": "halving"})"));
   ASSERT_TRUE(search.has_value());
@@ -168,8 +169,11 @@ TEST(AutotuneRun, NoTimeLeftToCheckMeansNoWinner) {
   base.search_json = search->json;
   const TuningTable t = run_search(*search, *space, compiled, base, fn);
   EXPECT_FALSE(t.winner.has_value());
-  EXPECT_NE(t.stopped.find("no time was left to check"), std::string::npos) << t.stopped;
+  EXPECT_NE(t.stopped.find("did not finish in its allowance"), std::string::npos) << t.stopped;
   EXPECT_EQ(calls, 2U) << "one check tried, not one per variant";
+  ASSERT_EQ(bench.rounds.size(), 2U);
+  EXPECT_EQ(bench.rounds[0]["winner_check"], false);
+  EXPECT_EQ(bench.rounds[1]["winner_check"], true) << "the check is asked for as the winner's";
 }
 
 TEST(AutotuneRun, DiscardZeroAndAWarmupGiveTheOldHalving) {
@@ -235,12 +239,12 @@ TEST(AutotuneRun, ABudgetOutInALaterRoundKeepsTheSurvivorsTimes) {
   bench.us["U=4"] = 101;
   // Round 1 times all; round 2 (U=3, U=4) times only U=4.
   std::size_t calls = 0;
-  BenchFn fn = [&](const BenchRequest& request) {
+  BenchFn fn = [&](const BenchRequest& request, BenchPhase phase) {
     bench.time_only = calls++ == 0 ? 1000 : 1;
     std::vector<BenchVariant> reversed(request.variants.rbegin(), request.variants.rend());
     BenchRequest r = request;
     r.variants = reversed; // U=4 first
-    std::vector<BenchResult> out = bench.fn()(r);
+    std::vector<BenchResult> out = bench.fn()(r, phase);
     return std::vector<BenchResult>(out.rbegin(), out.rend());
   };
   auto search = parse_autotune(search_text(R"({"kind": "halving"})"));

@@ -342,6 +342,25 @@ TEST(Autotune, TheBudgetStopsASearchInsideARoundAndSaysSo) {
   EXPECT_LT(t["bench_seconds"].get<double>(), 3.5) << "stopped, not run to the end";
 }
 
+// Halving checks outputs only in its finalists' round; when the budget ends
+// the search in round 1, the fastest variant was never checked. Its check
+// runs past the budget (an allowance of its own), so the search still
+// publishes a checked winner rather than none.
+TEST(Autotune, ABudgetEndingHalvingBeforeItsFinalistsStillPublishesACheckedWinner) {
+  KcachedProcess kcached(worker_args());
+  auto c = connect(kcached.url());
+  const json job = run(*c, "kc1-nap-halving-budget",
+                       nap_spec({1, 150, 160, 170, 180, 190, 200, 210}, {{"kind", "halving"}},
+                                {{"max_seconds", 1}}));
+  ASSERT_EQ(job["state"], "succeeded") << job.dump(2) << kcached.log();
+  const json t = table_of(*c, "kc1-nap-halving-budget");
+  EXPECT_EQ(t["winner"], "MS=1") << t.dump(2);
+  EXPECT_NE(t.value("stopped", "").find("ran out in round 1"), std::string::npos) << t.dump(2);
+  EXPECT_EQ(t.value("stopped", "").find("none won"), std::string::npos) << t.dump(2);
+  EXPECT_EQ(row_of(t, "MS=1")["status"], "ok") << t.dump(2);
+  EXPECT_EQ(row_of(t, "MS=210")["status"], "not-timed") << t.dump(2);
+}
+
 // Two nodes of different tuning classes share the cluster tier (a real
 // redis-server): the second benchmarks afresh but compiles nothing, because
 // every variant is already stored under its compile key.

@@ -47,9 +47,18 @@ inline constexpr const char* kNotTimed = "not-timed";
 nlohmann::json tuning_table_json(const TuningTable& table);
 tl::expected<TuningTable, std::string> tuning_table_from_json(const nlohmann::json& doc);
 
+// Why run_search asks a BenchFn to time variants.
+enum class BenchPhase {
+  kRound,       // a round of the search: stopped where the budget runs out
+  kWinnerCheck, // the budget ended the search before the fastest variant's
+                // outputs were checked: this one check decides whether there
+                // is a winner at all, so a BenchFn lets it run past the budget
+                // (bounded by an allowance of its own)
+};
+
 // Times a round. It may stop when the budget (search.budget.max_seconds from
 // run_search's start) runs out, answering kNotTimed for the variants left.
-using BenchFn = std::function<std::vector<BenchResult>(const BenchRequest&)>;
+using BenchFn = std::function<std::vector<BenchResult>(const BenchRequest&, BenchPhase)>;
 
 struct CompiledVariant {
   Variant variant;
