@@ -12,10 +12,10 @@ namespace kcache::cachekey {
 namespace {
 
 using nlohmann::json;
-using Unexpected = tl::unexpected<GraphError>;
+using GraphUnexpected = tl::unexpected<GraphError>;
 
-Unexpected fail(std::string message) {
-  return Unexpected(GraphError{std::move(message)});
+GraphUnexpected fail(std::string message) {
+  return GraphUnexpected(GraphError{std::move(message)});
 }
 
 // nlohmann reads an integer literal beyond uint64 as a double and one beyond
@@ -85,12 +85,12 @@ tl::expected<TensorType, GraphError> parse_type(const json& j) {
   type.dtype = j["dtype"].get<std::string>();
   auto shape = parse_dims(j.value("shape", json::array()), "shape");
   if (!shape) {
-    return Unexpected(shape.error());
+    return GraphUnexpected(shape.error());
   }
   type.shape = std::move(*shape);
   auto strides = parse_dims(j.value("strides", json::array()), "strides");
   if (!strides) {
-    return Unexpected(strides.error());
+    return GraphUnexpected(strides.error());
   }
   type.strides = std::move(*strides);
   if (!type.strides.empty() && type.strides.size() != type.shape.size()) {
@@ -292,7 +292,7 @@ tl::expected<void, GraphError> add_in_dependency_order(Graph& graph,
       auto id = graph.add_node(node.name, node.op, std::move(inputs), std::move(node.outputs),
                                std::move(node.attrs));
       if (!id) {
-        return Unexpected(id.error());
+        return GraphUnexpected(id.error());
       }
       if (node.effectful) {
         (void)graph.mark_effectful(*id); // *id was just added: cannot fail
@@ -350,7 +350,7 @@ tl::expected<Graph, GraphError> parse_graph_json(std::string_view text) {
   const json doc = protocol::parse_json_or_discarded(text);
   if (!doc.is_discarded()) {
     if (auto ok = check_integer_literals(text); !ok) {
-      return Unexpected(ok.error());
+      return GraphUnexpected(ok.error());
     }
   }
   try {
@@ -392,24 +392,24 @@ tl::expected<Graph, GraphError> parse_document(const json& doc) {
   for (const json& n : doc.value("nodes", json::array())) {
     auto node = parse_node(n);
     if (!node) {
-      return Unexpected(node.error());
+      return GraphUnexpected(node.error());
     }
     pending.push_back(std::move(*node));
   }
   if (auto ok = add_in_dependency_order(graph, pending, ids); !ok) {
-    return Unexpected(ok.error());
+    return GraphUnexpected(ok.error());
   }
   for (const json& out : doc.value("outputs", json::array())) {
     auto ref = parse_ref(out);
     if (!ref) {
-      return Unexpected(ref.error());
+      return GraphUnexpected(ref.error());
     }
     const auto it = ids.find(ref->node);
     if (it == ids.end()) {
       return fail("output refers to unknown node '" + ref->node + "'");
     }
     if (auto ok = graph.add_output(ValueRef{it->second, ref->output}); !ok) {
-      return Unexpected(ok.error());
+      return GraphUnexpected(ok.error());
     }
   }
   return graph;

@@ -8,7 +8,7 @@
 namespace kcache::cachekey::guard {
 namespace {
 
-using Unexpected = tl::unexpected<GuardError>;
+using GuardUnexpected = tl::unexpected<GuardError>;
 
 bool is_digit(char c) {
   return std::isdigit(static_cast<unsigned char>(c)) != 0;
@@ -92,15 +92,15 @@ public:
       }
       auto token = next();
       if (!token) {
-        return Unexpected(token.error());
+        return GuardUnexpected(token.error());
       }
       tokens.push_back(std::move(*token));
     }
   }
 
 private:
-  Unexpected error(const std::string& what) const {
-    return Unexpected(GuardError{what + " at offset " + std::to_string(i_)});
+  GuardUnexpected error(const std::string& what) const {
+    return GuardUnexpected(GuardError{what + " at offset " + std::to_string(i_)});
   }
 
   tl::expected<Token, GuardError> next() {
@@ -172,7 +172,7 @@ private:
     const auto literal = s_.substr(start, i_ - start);
     auto canonical = is_float ? canonical_float(literal) : canonical_integer(literal);
     if (!canonical) {
-      return Unexpected(canonical.error());
+      return GuardUnexpected(canonical.error());
     }
     return Token{TokenKind::kNumber, std::move(*canonical), start};
   }
@@ -251,8 +251,8 @@ private:
     }
     return false;
   }
-  Unexpected error(const std::string& what) const {
-    return Unexpected(GuardError{what + " at offset " + std::to_string(peek().offset)});
+  GuardUnexpected error(const std::string& what) const {
+    return GuardUnexpected(GuardError{what + " at offset " + std::to_string(peek().offset)});
   }
   // Every node is checked as it is made, so no later pass recurses too deep.
   Result checked(Expr e) const {
@@ -261,7 +261,7 @@ private:
     }
     return e;
   }
-  Unexpected too_deep() const {
+  GuardUnexpected too_deep() const {
     return error("guard nests more than " + std::to_string(kMaxNesting) +
                  " parentheses, brackets, calls, unary operators or '**'");
   }
@@ -526,18 +526,18 @@ tl::expected<std::string, GuardError> canonical_integer(std::string_view literal
       separators_ok(digits, base != 10) && !plain.empty() &&
       std::all_of(plain.begin(), plain.end(), [&](char c) { return digit_value(c) < base; });
   if (!valid) {
-    return Unexpected(GuardError{"malformed integer '" + std::string(literal) + "'"});
+    return GuardUnexpected(GuardError{"malformed integer '" + std::string(literal) + "'"});
   }
   if (plain.size() > kMaxIntegerDigits) {
-    return Unexpected(GuardError{"integer literal of " + std::to_string(plain.size()) +
-                                 " digits: at most " + std::to_string(kMaxIntegerDigits) +
-                                 " are read"});
+    return GuardUnexpected(GuardError{"integer literal of " + std::to_string(plain.size()) +
+                                      " digits: at most " + std::to_string(kMaxIntegerDigits) +
+                                      " are read"});
   }
   // Python 3 rejects "016"; C reads it as octal 14. Zeros alone are zero in both.
   if (base == 10 && plain.size() > 1 && plain.front() == '0' &&
       plain.find_first_not_of('0') != std::string::npos) {
-    return Unexpected(GuardError{"decimal integer '" + std::string(literal) +
-                                 "' has a leading zero (octal in C, an error in Python)"});
+    return GuardUnexpected(GuardError{"decimal integer '" + std::string(literal) +
+                                      "' has a leading zero (octal in C, an error in Python)"});
   }
   if (base == 10) { // already decimal; zeros alone are "0"
     const auto first = plain.find_first_not_of('0');
@@ -566,7 +566,7 @@ tl::expected<std::string, GuardError> canonical_float(std::string_view literal) 
   constexpr long kMaxExponent = 100000;
   const std::string plain = strip_separators(literal);
   auto fail = [&] {
-    return Unexpected(GuardError{"malformed float '" + std::string(literal) + "'"});
+    return GuardUnexpected(GuardError{"malformed float '" + std::string(literal) + "'"});
   };
   // Each run of digits (whole part, fraction, exponent) separately.
   for (std::size_t start = 0; start <= literal.size();) {
@@ -591,7 +591,7 @@ tl::expected<std::string, GuardError> canonical_float(std::string_view literal) 
     for (char c : exp) {
       exponent = exponent * 10 + (c - '0');
       if (exponent > kMaxExponent) {
-        return Unexpected(
+        return GuardUnexpected(
             GuardError{"float exponent out of range in '" + std::string(literal) + "'"});
       }
     }
@@ -632,14 +632,15 @@ tl::expected<std::string, GuardError> canonical_float(std::string_view literal) 
 
 tl::expected<Expr, GuardError> parse(std::string_view guard) {
   if (guard.size() > kMaxGuardBytes) {
-    return Unexpected(GuardError{"guard longer than " + std::to_string(kMaxGuardBytes) + " bytes"});
+    return GuardUnexpected(
+        GuardError{"guard longer than " + std::to_string(kMaxGuardBytes) + " bytes"});
   }
   auto tokens = Lexer(guard).run();
   if (!tokens) {
-    return Unexpected(tokens.error());
+    return GuardUnexpected(tokens.error());
   }
   if (tokens->size() == 1) {
-    return Unexpected(GuardError{"empty guard"});
+    return GuardUnexpected(GuardError{"empty guard"});
   }
   return Parser(std::move(*tokens)).run();
 }

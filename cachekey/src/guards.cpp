@@ -12,7 +12,7 @@ namespace {
 
 using guard::Expr;
 using guard::Kind;
-using Unexpected = tl::unexpected<GuardError>;
+using GuardUnexpected = tl::unexpected<GuardError>;
 
 constexpr std::array<std::string_view, 6> kConstants = {"True", "False", "None",
                                                         "oo",   "zoo",   "nan"};
@@ -69,7 +69,8 @@ private:
     const auto symbol = names_.symbols.find(name);
     const auto tensor = names_.tensors.find(name);
     if (symbol != names_.symbols.end() && tensor != names_.tensors.end()) {
-      return Unexpected(GuardError{"'" + name + "' is both a symbol and an input of the graph"});
+      return GuardUnexpected(
+          GuardError{"'" + name + "' is both a symbol and an input of the graph"});
     }
     if (symbol != names_.symbols.end()) {
       name = symbol->second;
@@ -77,7 +78,7 @@ private:
     }
     if (tensor != names_.tensors.end()) {
       if (tensor->second.empty()) {
-        return Unexpected(GuardError{"the graph has several inputs named '" + name + "'"});
+        return GuardUnexpected(GuardError{"the graph has several inputs named '" + name + "'"});
       }
       name = tensor->second;
       return {};
@@ -86,11 +87,11 @@ private:
       return {};
     }
     if (names_.closed) {
-      return Unexpected(
+      return GuardUnexpected(
           GuardError{"unknown name '" + name + "': neither a symbol nor an input of the graph"});
     }
     if (symbols_.count(name) > 0 || tensors_.count(name) > 0) {
-      return Unexpected(
+      return GuardUnexpected(
           GuardError{"'" + name + "' is not a given name but spells the canonical name of one"});
     }
     return {};
@@ -421,11 +422,12 @@ tl::expected<void, GuardError> append_canonical(std::string_view text, const Gua
   const Resolver resolver(names);
   if (tree) {
     if (auto ok = resolver.run(*tree); !ok) {
-      tree = Unexpected(ok.error());
+      tree = GuardUnexpected(ok.error());
     }
   }
   if (!tree) {
-    return Unexpected(GuardError{"guard '" + std::string(text) + "': " + tree.error().message});
+    return GuardUnexpected(
+        GuardError{"guard '" + std::string(text) + "': " + tree.error().message});
   }
   canonicalize(*tree, resolver, /*truth_only=*/true);
   if (split && tree->kind == Kind::kBoolOp && tree->text == "and") {
@@ -456,7 +458,7 @@ tl::expected<std::string, GuardError> normalize_guard(std::string_view guard,
                                                       const GuardNames& names) {
   std::vector<std::string> out;
   if (auto ok = append_canonical(guard, names, /*split=*/false, out); !ok) {
-    return Unexpected(ok.error());
+    return GuardUnexpected(ok.error());
   }
   return std::move(out.front());
 }
@@ -464,15 +466,16 @@ tl::expected<std::string, GuardError> normalize_guard(std::string_view guard,
 tl::expected<std::vector<std::string>, GuardError>
 normalize_guards(std::span<const std::string> guards, const GuardNames& names) {
   if (guards.size() > kMaxGuards) {
-    return Unexpected(GuardError{std::to_string(guards.size()) + " guards: a set holds at most " +
-                                 std::to_string(kMaxGuards)});
+    return GuardUnexpected(GuardError{std::to_string(guards.size()) +
+                                      " guards: a set holds at most " +
+                                      std::to_string(kMaxGuards)});
   }
   std::vector<std::string> out;
   out.reserve(guards.size());
   for (const std::string& guard : guards) {
     // The set is a conjunction: "a and b" says what {"a", "b"} says.
     if (auto ok = append_canonical(guard, names, /*split=*/true, out); !ok) {
-      return Unexpected(ok.error());
+      return GuardUnexpected(ok.error());
     }
   }
   std::sort(out.begin(), out.end());

@@ -1,3 +1,5 @@
+#include "openssl_handles.h"
+
 #include <kcache/protocol/json_text.h>
 #include <kcache/protocol/record_signature.h>
 
@@ -21,21 +23,6 @@ namespace kcache::protocol {
 using nlohmann::json;
 
 namespace {
-
-struct PkeyFree {
-  void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
-};
-struct PkeyCtxFree {
-  void operator()(EVP_PKEY_CTX* ctx) const { EVP_PKEY_CTX_free(ctx); }
-};
-struct MdCtxFree {
-  void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
-};
-struct BioFree {
-  void operator()(BIO* bio) const { BIO_free(bio); }
-};
-using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
-using BioPtr = std::unique_ptr<BIO, BioFree>;
 
 constexpr std::size_t kRawKeySize = 32;
 constexpr std::size_t kSignatureSize = 64;
@@ -188,7 +175,7 @@ SigningKey& SigningKey::operator=(SigningKey&&) noexcept = default;
 SigningKey::~SigningKey() = default;
 
 tl::expected<SigningKey, std::string> SigningKey::generate() {
-  std::unique_ptr<EVP_PKEY_CTX, PkeyCtxFree> ctx(EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nullptr));
+  PkeyCtxPtr ctx(EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nullptr));
   EVP_PKEY* raw = nullptr;
   if (!ctx || EVP_PKEY_keygen_init(ctx.get()) != 1 || EVP_PKEY_keygen(ctx.get(), &raw) != 1) {
     return tl::unexpected(openssl_error("cannot generate an Ed25519 key"));
@@ -292,7 +279,7 @@ tl::expected<void, std::string> SigningKey::save(const std::filesystem::path& fi
 }
 
 std::string SigningKey::sign_message(std::string_view message) const {
-  std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx(EVP_MD_CTX_new());
+  MdCtxPtr ctx(EVP_MD_CTX_new());
   std::string sig(kSignatureSize, '\0');
   std::size_t size = sig.size();
   // Ed25519 hashes internally: no digest (NULL), one-shot EVP_DigestSign.
@@ -434,7 +421,7 @@ tl::expected<void, SignatureError> TrustedKeys::verify(const RecordFields& field
     return malformed("signature of " + std::to_string(sig->size()) + " bytes (Ed25519: 64)");
   }
   const std::string message = signing_message(fields);
-  std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx(EVP_MD_CTX_new());
+  MdCtxPtr ctx(EVP_MD_CTX_new());
   const bool good =
       ctx &&
       EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, it->second.pkey.get()) == 1 &&

@@ -1,3 +1,5 @@
+#include "openssl_handles.h"
+
 #include <kcache/protocol/verified_signature_cache.h>
 
 #include <openssl/err.h>
@@ -16,10 +18,6 @@ constexpr std::string_view kDigestTag = "kcache.verified-record-cache.v1";
 // What an entry costs besides its strings: the map node, the LRU node, the
 // entry's members.
 constexpr std::size_t kEntryOverhead = 256;
-
-struct MdCtxFree {
-  void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
-};
 
 void update_field(EVP_MD_CTX* ctx, std::string_view bytes) {
   std::array<unsigned char, 8> size{};
@@ -51,7 +49,7 @@ std::size_t VerifiedSignatureCache::DigestHash::operator()(const Digest& d) cons
 VerifiedSignatureCache::Digest VerifiedSignatureCache::digest_of(std::string_view key,
                                                                  std::string_view record_json) {
   Digest out{};
-  std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx(EVP_MD_CTX_new());
+  MdCtxPtr ctx(EVP_MD_CTX_new());
   unsigned int size = 0;
   if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
     ERR_clear_error();

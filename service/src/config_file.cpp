@@ -16,7 +16,7 @@
 namespace kcache::service {
 namespace {
 
-tl::unexpected<std::string> fail(std::string message) {
+tl::unexpected<std::string> file_error(std::string message) {
   return tl::unexpected(std::move(message));
 }
 
@@ -99,11 +99,11 @@ tl::expected<SettingValue, std::string> value_of(const Setting& s, const toml::n
     if (const auto* text = node.as_string()) {
       auto value = parse_setting_text(s, where, text->get());
       if (!value && s.type == SettingType::kOctalMode) {
-        return fail(where + " must be " + std::string(type_description(s.type)));
+        return file_error(where + " must be " + std::string(type_description(s.type)));
       }
       return value;
     }
-    return fail(wrong_type);
+    return file_error(wrong_type);
   case SettingType::kSize:
     if (const auto* n = node.as_integer(); n != nullptr && n->get() >= 0) {
       return static_cast<std::uint64_t>(n->get());
@@ -111,31 +111,31 @@ tl::expected<SettingValue, std::string> value_of(const Setting& s, const toml::n
     if (const auto* text = node.as_string()) {
       return parse_setting_text(s, where, text->get());
     }
-    return fail(wrong_type);
+    return file_error(wrong_type);
   case SettingType::kCount:
     if (const auto* n = node.as_integer(); n != nullptr && n->get() >= 0) {
       return static_cast<std::uint64_t>(n->get());
     }
-    return fail(where + " must be " + std::string(type_description(s.type)));
+    return file_error(where + " must be " + std::string(type_description(s.type)));
   case SettingType::kBool:
     if (const auto* b = node.as_boolean()) {
       return b->get();
     }
-    return fail(wrong_type);
+    return file_error(wrong_type);
   case SettingType::kList:
     if (const auto* array = node.as_array()) {
       std::vector<std::string> items;
       for (const toml::node& item : *array) {
         if (!item.is_string()) {
-          return fail(where + " must be " + std::string(type_description(s.type)));
+          return file_error(where + " must be " + std::string(type_description(s.type)));
         }
         items.push_back(*item.value<std::string>());
       }
       return items;
     }
-    return fail(wrong_type);
+    return file_error(wrong_type);
   }
-  return fail(wrong_type);
+  return file_error(wrong_type);
 }
 
 } // namespace
@@ -147,7 +147,7 @@ tl::expected<ServiceConfig, std::string> load_config_file(const std::string& pat
     doc = toml::parse_file(path);
   } catch (const toml::parse_error& e) {
     // toml++ reports syntax errors by exception; they end here, as a value.
-    return fail(path + ": " + std::string(e.description()));
+    return file_error(path + ": " + std::string(e.description()));
   }
   const std::vector<std::string_view> known = toml_keys();
   std::set<std::string_view> given;
@@ -155,7 +155,7 @@ tl::expected<ServiceConfig, std::string> load_config_file(const std::string& pat
                    const toml::node& node) -> tl::expected<void, std::string> {
     const Setting* s = find_by_toml(key);
     if (s == nullptr) {
-      return fail(path + ": " + unknown("key", key, known));
+      return file_error(path + ": " + unknown("key", key, known));
     }
     auto value = value_of(*s, node, path + ": " + key);
     if (!value) {
@@ -177,7 +177,7 @@ tl::expected<ServiceConfig, std::string> load_config_file(const std::string& pat
       if (section == nullptr) {
         std::string message = path;
         message.append(": ").append(key).append(" must be a table ([").append(key).append("])");
-        return fail(std::move(message));
+        return file_error(std::move(message));
       }
       for (const auto& [sub, value] : *section) {
         if (auto ok = apply(key + "." + std::string(sub.str()), value); !ok) {
@@ -189,7 +189,7 @@ tl::expected<ServiceConfig, std::string> load_config_file(const std::string& pat
     if (node.is_table()) {
       const std::vector<std::string> sections = section_names();
       const std::vector<std::string_view> names(sections.begin(), sections.end());
-      return fail(path + ": " + unknown("section", "[" + key + "]", names));
+      return file_error(path + ": " + unknown("section", "[" + key + "]", names));
     }
     if (auto ok = apply(key, node); !ok) {
       return tl::unexpected(ok.error());
@@ -198,7 +198,7 @@ tl::expected<ServiceConfig, std::string> load_config_file(const std::string& pat
   if (given.contains("stores")) {
     for (const char* tier_key : {"memory_capacity", "disk_capacity", "redis_url"}) {
       if (given.contains(tier_key)) {
-        return fail(path + ": stores replaces " + tier_key + "; give one or the other");
+        return file_error(path + ": stores replaces " + tier_key + "; give one or the other");
       }
     }
   }
@@ -218,7 +218,7 @@ tl::expected<ServiceConfig, std::string> load_config_file(const std::string& pat
     c.tokens.insert(c.tokens.end(), more->begin(), more->end());
   }
   if (auto unique = check_unique_tokens(c.tokens); !unique) {
-    return fail(path + ": " + unique.error());
+    return file_error(path + ": " + unique.error());
   }
   return c;
 }

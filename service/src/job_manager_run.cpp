@@ -17,14 +17,6 @@ namespace kcache::service {
 
 using compiler::CompileError;
 
-namespace {
-
-// What a job keeps of a compiler's log (log_tail cuts at a line or character
-// boundary: the log stays valid UTF-8).
-constexpr std::size_t kJobLogTail = 8000;
-
-} // namespace
-
 std::optional<std::string> JobManager::take_next() {
   std::lock_guard lock(mu_);
   if (stopping_) {

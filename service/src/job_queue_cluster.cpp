@@ -15,7 +15,6 @@ using compiler::CompileError;
 
 namespace {
 
-constexpr std::size_t kJobLogTail = 8000; // as JobManager keeps of a log
 constexpr std::chrono::milliseconds kTakeBlock{1000};
 constexpr std::chrono::milliseconds kPollEvery{250};
 constexpr std::chrono::milliseconds kRetryAfterError{500};

@@ -6,28 +6,28 @@
 namespace kcache::cachekey {
 namespace {
 
-std::string norm(std::string_view g, const SymbolMap& symbols = {}) {
+std::string normalized(std::string_view g, const SymbolMap& symbols = {}) {
   auto out = normalize_guard(g, symbols);
   EXPECT_TRUE(out.has_value()) << (out ? "" : out.error().message);
   return out.value_or("");
 }
 
 TEST(Guards, CanonicalSpelling) {
-  EXPECT_EQ(norm("s0%16==0"), "s0 % 16 == 0");
-  EXPECT_EQ(norm("0 == s0 % 16"), "s0 % 16 == 0");
-  EXPECT_EQ(norm("s0 > 2"), "2 < s0");
-  EXPECT_EQ(norm("s0>=2"), "2 <= s0");
-  EXPECT_EQ(norm("2 <= s0 <= 4096"), "2 <= s0 <= 4096"); // chains keep their shape
-  EXPECT_EQ(norm("x.stride( 1 ) == 1"), "x.stride(1) == 1");
-  EXPECT_EQ(norm("-1 == s0"), "s0 == -1");
-  EXPECT_EQ(norm("y.size(0) == s1"), "s1 == y.size(0)");
-  EXPECT_EQ(norm("Eq(Mod(s0, 16), 0)"), "Eq(Mod(s0, 16), 0)");
+  EXPECT_EQ(normalized("s0%16==0"), "s0 % 16 == 0");
+  EXPECT_EQ(normalized("0 == s0 % 16"), "s0 % 16 == 0");
+  EXPECT_EQ(normalized("s0 > 2"), "2 < s0");
+  EXPECT_EQ(normalized("s0>=2"), "2 <= s0");
+  EXPECT_EQ(normalized("2 <= s0 <= 4096"), "2 <= s0 <= 4096"); // chains keep their shape
+  EXPECT_EQ(normalized("x.stride( 1 ) == 1"), "x.stride(1) == 1");
+  EXPECT_EQ(normalized("-1 == s0"), "s0 == -1");
+  EXPECT_EQ(normalized("y.size(0) == s1"), "s1 == y.size(0)");
+  EXPECT_EQ(normalized("Eq(Mod(s0, 16), 0)"), "Eq(Mod(s0, 16), 0)");
 }
 
 TEST(Guards, SymbolRenamingSkipsAttributes) {
   const SymbolMap symbols{{"batch", "s0"}, {"stride", "s9"}};
-  EXPECT_EQ(norm("batch % 8 == 0", symbols), "s0 % 8 == 0");
-  EXPECT_EQ(norm("x.stride(0) == batch", symbols), "s0 == x.stride(0)");
+  EXPECT_EQ(normalized("batch % 8 == 0", symbols), "s0 % 8 == 0");
+  EXPECT_EQ(normalized("x.stride(0) == batch", symbols), "s0 == x.stride(0)");
 }
 
 TEST(Guards, SetIsSortedAndDeduplicated) {

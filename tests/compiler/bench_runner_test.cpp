@@ -3,6 +3,7 @@
 // against the reference; a wrong variant is caught, a crashing one fails alone.
 
 #include "test_data.h"
+#include "test_worker.h"
 
 #include <kcache/compiler/autotune_spec.h>
 #include <kcache/compiler/worker_runner.h>
@@ -14,16 +15,11 @@
 namespace kcache::compiler {
 namespace {
 
-std::string worker_binary() {
-  const char* env = std::getenv("KCACHE_WORKER_BINARY");
-  return env != nullptr && *env != '\0' ? env : KCACHE_WORKER_BINARY;
-}
+using testing::worker_binary;
 
 WorkerLimits limits() {
-  const char* env = std::getenv("KCACHE_WORKER_BINARY");
-  const bool instrumented = env == nullptr || *env == '\0' ? KCACHE_SANITIZED != 0 : false;
   return WorkerLimits{std::chrono::seconds(60), std::chrono::seconds(60),
-                      instrumented ? 0 : 4ULL << 30};
+                      testing::worker_is_instrumented() ? 0 : 4ULL << 30};
 }
 
 constexpr const char* kSearch = R"json({

@@ -4,6 +4,7 @@
 // kResourceLimit, never as if the source were wrong.
 
 #include "test_data.h"
+#include "test_worker.h"
 
 #include <kcache/compiler/worker_runner.h>
 
@@ -14,17 +15,8 @@
 namespace kcache::compiler {
 namespace {
 
-// scripts/test points this at a release kcache-worker: an ASan worker cannot
-// run under RLIMIT_AS, so the memory-limit test needs an uninstrumented one.
-std::string worker_binary() {
-  const char* env = std::getenv("KCACHE_WORKER_BINARY");
-  return env != nullptr && *env != '\0' ? env : KCACHE_WORKER_BINARY;
-}
-
-bool worker_is_instrumented() {
-  const char* env = std::getenv("KCACHE_WORKER_BINARY");
-  return env == nullptr || *env == '\0' ? KCACHE_SANITIZED != 0 : false;
-}
+using testing::worker_binary;
+using testing::worker_is_instrumented;
 
 WorkerLimits limits(std::chrono::milliseconds wall,
                     std::chrono::seconds cpu = std::chrono::seconds(60), std::uint64_t memory = 0) {

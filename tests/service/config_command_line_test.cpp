@@ -2,6 +2,7 @@
 // they do not know, name it, and stack flag > variable > file > default.
 
 #include "kcached_process.h"
+#include "temp_config.h"
 
 #include <kcache/protocol/build_info.h>
 #include <kcache/service/config.h>
@@ -15,17 +16,10 @@
 namespace kcache::service {
 namespace {
 
-std::string write_temp(const std::string& text, const std::string& name = "kcached") {
-  const auto path =
-      std::filesystem::temp_directory_path() /
-      ("kcache-cli-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "-" +
-       ::testing::UnitTest::GetInstance()->current_test_info()->name() + "-" + name + ".toml");
-  std::ofstream(path) << text;
-  return path.string();
-}
+using testing::write_temp_config;
 
 std::string file_error(const std::string& toml) {
-  auto loaded = load_config_file(write_temp(toml));
+  auto loaded = load_config_file(write_temp_config(toml));
   return loaded ? std::string("(loaded)") : loaded.error();
 }
 
@@ -58,7 +52,8 @@ TEST(ConfigCommandLine, UnknownKeysAndSectionsInTheFileAreErrorsNamingThem) {
   EXPECT_HAS(file_error("[[tokens]]\nnme = \"a\"\n"), "unknown key nme (did you mean name?)");
   EXPECT_HAS(file_error("frobnicate = 1\n"), "unknown key frobnicate");
   // A token_file's tables are checked as strictly, and it holds nothing else.
-  const std::string tokens = write_temp("[[tokens]]\nname = \"a\"\nrle = \"read\"\n", "tokens");
+  const std::string tokens =
+      write_temp_config("[[tokens]]\nname = \"a\"\nrle = \"read\"\n", "tokens");
   std::filesystem::permissions(tokens, std::filesystem::perms::owner_read |
                                            std::filesystem::perms::owner_write);
   EXPECT_HAS(file_error("token_file = \"" + tokens + "\"\n"),
@@ -143,8 +138,9 @@ TEST(ConfigCommandLine, HelpAndVersionExitWith0) {
 }
 
 TEST(ConfigCommandLine, AFlagBeatsItsVariableWhichBeatsTheFile) {
-  const std::string path = write_temp("listen = \"127.0.0.1:1\"\nthreads = 4\n[jobs]\nworkers = 1\n"
-                                      "[signing]\ntrusted_keys = [\"/file.pub\"]\n");
+  const std::string path =
+      write_temp_config("listen = \"127.0.0.1:1\"\nthreads = 4\n[jobs]\nworkers = 1\n"
+                        "[signing]\ntrusted_keys = [\"/file.pub\"]\n");
   const Environment env = {{"KCACHED_CONFIG", path},
                            {"KCACHED_LISTEN", "127.0.0.1:2"},
                            {"KCACHED_WORKERS", "2"},
@@ -159,7 +155,7 @@ TEST(ConfigCommandLine, AFlagBeatsItsVariableWhichBeatsTheFile) {
   EXPECT_TRUE(c->jobs.force_worker_memory); // variable
   EXPECT_EQ(c->signing.trusted_keys, (std::vector<std::string>{"/a.pub", "/b.pub"}));
   // --config names the file over KCACHED_CONFIG.
-  const std::string other = write_temp("threads = 6\n");
+  const std::string other = write_temp_config("threads = 6\n");
   c = parse({"--config", other.c_str()}, env);
   ASSERT_TRUE(c.has_value()) << c.error().text;
   EXPECT_EQ(c->threads, 6U);

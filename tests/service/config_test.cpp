@@ -1,3 +1,5 @@
+#include "temp_config.h"
+
 #include <kcache/service/config.h>
 
 #include <gtest/gtest.h>
@@ -9,14 +11,7 @@
 namespace kcache::service {
 namespace {
 
-std::string write_temp(const std::string& text) {
-  const auto path =
-      std::filesystem::temp_directory_path() /
-      ("kcache-config-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "-" +
-       ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".toml");
-  std::ofstream(path) << text;
-  return path.string();
-}
+using testing::write_temp_config;
 
 // The example ships no working secret: it loads once its placeholders are
 // replaced with `kcache token new`'s sha256 lines, and not before.
@@ -33,7 +28,7 @@ TEST(Config, TheShippedExampleLoadsOnceItsTokensAreReplaced) {
   for (std::size_t at = 0; (at = text.find("<replace: kcache token new>")) != std::string::npos;) {
     text.replace(at, 27, std::string(63, 'a') + std::to_string(n++));
   }
-  auto c = load_config_file(write_temp(text));
+  auto c = load_config_file(write_temp_config(text));
   ASSERT_TRUE(c.has_value()) << c.error();
   EXPECT_EQ(c->listen, "127.0.0.1:7070");
   EXPECT_EQ(c->disk_capacity, 200ULL << 30);
@@ -109,9 +104,9 @@ TEST(Config, WorkerMemoryOverTheHostIsRefusedUnlessForced) {
 }
 
 TEST(Config, SubmissionBounds) {
-  const std::string path = write_temp("[jobs]\nmax_spec_bytes = \"2MiB\"\n"
-                                      "max_jobs_per_submitter = 7\nretry_backoff_ms = 50\n"
-                                      "force_worker_memory = true\n");
+  const std::string path = write_temp_config("[jobs]\nmax_spec_bytes = \"2MiB\"\n"
+                                             "max_jobs_per_submitter = 7\nretry_backoff_ms = 50\n"
+                                             "force_worker_memory = true\n");
   auto file = load_config_file(path);
   ASSERT_TRUE(file.has_value()) << file.error();
   EXPECT_EQ(file->jobs.max_spec_bytes, 2ULL << 20);
@@ -141,7 +136,7 @@ TEST(Config, JobFlags) {
 }
 
 TEST(Config, FlagsOverrideTheFile) {
-  const std::string path = write_temp("listen = \"127.0.0.1:1\"\nmemory_capacity = 1024\n");
+  const std::string path = write_temp_config("listen = \"127.0.0.1:1\"\nmemory_capacity = 1024\n");
   const char* argv[] = {"kcached",         "--config", path.c_str(), "--listen", "127.0.0.1:2",
                         "--disk-capacity", "3GiB",     "--threads",  "7"};
   auto c = parse_command_line(9, argv);
@@ -156,8 +151,8 @@ TEST(Config, FlagsOverrideTheFile) {
 // file's list; --print-public-key takes no value.
 TEST(Config, SigningKeysFromTheFileAndFlags) {
   const std::string path =
-      write_temp("[signing]\nkey_file = \"/etc/kcache/signing.pem\"\n"
-                 "trusted_keys = [\"/etc/kcache/a.pub\", \"/etc/kcache/trusted\"]\n");
+      write_temp_config("[signing]\nkey_file = \"/etc/kcache/signing.pem\"\n"
+                        "trusted_keys = [\"/etc/kcache/a.pub\", \"/etc/kcache/trusted\"]\n");
   auto file = load_config_file(path);
   ASSERT_TRUE(file.has_value()) << file.error();
   EXPECT_EQ(file->signing.key_file, "/etc/kcache/signing.pem");
@@ -173,31 +168,35 @@ TEST(Config, SigningKeysFromTheFileAndFlags) {
   EXPECT_TRUE(flags->signing.print_public_key);
   EXPECT_FALSE(ServiceConfig{}.signing.print_public_key);
   EXPECT_TRUE(ServiceConfig{}.signing.key_file.empty()); // data_dir/signing.pem
-  EXPECT_NE(load_config_file(write_temp("[signing]\ntrusted_keys = \"/k\"\n"))
+  EXPECT_NE(load_config_file(write_temp_config("[signing]\ntrusted_keys = \"/k\"\n"))
                 .error()
                 .find("signing.trusted_keys must be an array of strings"),
             std::string::npos);
-  EXPECT_NE(load_config_file(write_temp("[signing]\nkey_file = 3\n")).error().find("key_file"),
+  EXPECT_NE(
+      load_config_file(write_temp_config("[signing]\nkey_file = 3\n")).error().find("key_file"),
+      std::string::npos);
+  EXPECT_NE(load_config_file(write_temp_config("signing = 1\n")).error().find("[signing]"),
             std::string::npos);
-  EXPECT_NE(load_config_file(write_temp("signing = 1\n")).error().find("[signing]"),
-            std::string::npos);
-  EXPECT_TRUE(load_config_file(write_temp("[signing]\ntrusted_keys = []\n")).has_value());
+  EXPECT_TRUE(load_config_file(write_temp_config("[signing]\ntrusted_keys = []\n")).has_value());
 }
 
 TEST(Config, ClearErrors) {
   EXPECT_NE(load_config_file("/nonexistent/kcached.toml").error().find("/nonexistent"),
             std::string::npos);
-  EXPECT_NE(load_config_file(write_temp("listen = 5\n")).error().find("listen must be a string"),
-            std::string::npos);
   EXPECT_NE(
-      load_config_file(write_temp("disk_capacity = \"lots\"\n")).error().find("disk_capacity"),
+      load_config_file(write_temp_config("listen = 5\n")).error().find("listen must be a string"),
       std::string::npos);
-  EXPECT_NE(load_config_file(write_temp("[[tokens]]\nrole = \"root\"\nsha256 = \"" +
-                                        std::string(64, 'a') + "\"\n"))
+  EXPECT_NE(load_config_file(write_temp_config("disk_capacity = \"lots\"\n"))
+                .error()
+                .find("disk_capacity"),
+            std::string::npos);
+  EXPECT_NE(load_config_file(write_temp_config("[[tokens]]\nrole = \"root\"\nsha256 = \"" +
+                                               std::string(64, 'a') + "\"\n"))
                 .error()
                 .find("unknown role"),
             std::string::npos);
-  EXPECT_NE(load_config_file(write_temp("listen = \n")).error().find(".toml"), std::string::npos);
+  EXPECT_NE(load_config_file(write_temp_config("listen = \n")).error().find(".toml"),
+            std::string::npos);
   const char* bad_flag[] = {"kcached", "--frobnicate", "1"};
   EXPECT_NE(parse_command_line(3, bad_flag).error().text.find("unknown option --frobnicate"),
             std::string::npos);
@@ -210,15 +209,16 @@ TEST(Config, ClearErrors) {
 
 // deploy/systemd's unit and the Kubernetes DaemonSet share the socket with a group.
 TEST(Config, TheUnixSocketModeIsOctalAndTheGroupANameInTomlAndFlags) {
-  auto file =
-      load_config_file(write_temp("unix_socket_mode = \"0660\"\nunix_socket_group = \"kcache\"\n"));
+  auto file = load_config_file(
+      write_temp_config("unix_socket_mode = \"0660\"\nunix_socket_group = \"kcache\"\n"));
   ASSERT_TRUE(file.has_value()) << file.error();
   EXPECT_EQ(file->unix_socket_mode, 0660U);
   EXPECT_EQ(file->unix_socket_group, "kcache");
-  EXPECT_EQ(load_config_file(write_temp("listen = \"127.0.0.1:1\"\n"))->unix_socket_mode, 0U);
+  EXPECT_EQ(load_config_file(write_temp_config("listen = \"127.0.0.1:1\"\n"))->unix_socket_mode,
+            0U);
   for (const char* bad : {"unix_socket_mode = \"0968\"\n", "unix_socket_mode = \"01777\"\n",
                           "unix_socket_mode = 432\n"}) {
-    auto refused = load_config_file(write_temp(bad));
+    auto refused = load_config_file(write_temp_config(bad));
     ASSERT_FALSE(refused.has_value()) << bad;
     EXPECT_NE(refused.error().find("unix_socket_mode must be an octal string"), std::string::npos);
   }
@@ -253,7 +253,7 @@ TEST(Config, StoreUrlsReplaceTheTierOptions) {
   EXPECT_EQ(store_urls(*c),
             (std::vector<std::string>{"memory://?capacity=1MiB", "redis://r:6379"}));
 
-  const std::string path = write_temp("stores = [\"memory://\", \"rocksdb:///d\"]\n");
+  const std::string path = write_temp_config("stores = [\"memory://\", \"rocksdb:///d\"]\n");
   auto file = load_config_file(path);
   ASSERT_TRUE(file.has_value()) << file.error();
   EXPECT_EQ(store_urls(*file), (std::vector<std::string>{"memory://", "rocksdb:///d"}));
@@ -268,10 +268,11 @@ TEST(Config, StoreUrlsAndTierOptionsTogetherAreRefused) {
   ASSERT_FALSE(c.has_value());
   EXPECT_NE(c.error().text.find("--store replaces --redis-url"), std::string::npos)
       << c.error().text;
-  auto file = load_config_file(write_temp("stores = [\"memory://\"]\nmemory_capacity = 5\n"));
+  auto file =
+      load_config_file(write_temp_config("stores = [\"memory://\"]\nmemory_capacity = 5\n"));
   ASSERT_FALSE(file.has_value());
   EXPECT_NE(file.error().find("stores replaces memory_capacity"), std::string::npos);
-  EXPECT_NE(load_config_file(write_temp("stores = \"memory://\"\n")).error().find("array"),
+  EXPECT_NE(load_config_file(write_temp_config("stores = \"memory://\"\n")).error().find("array"),
             std::string::npos);
 }
 

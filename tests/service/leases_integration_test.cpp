@@ -19,7 +19,7 @@ using testing::KcachedProcess;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-std::unique_ptr<Client> connect(const std::string& url) {
+std::unique_ptr<Client> lease_client(const std::string& url) {
   client::ClientOptions o;
   o.url = url;
   o.timeout = 3s;
@@ -28,8 +28,8 @@ std::unique_ptr<Client> connect(const std::string& url) {
 
 TEST(Leases, TheFirstProducesAndTheOthersWaitForItsPut) {
   KcachedProcess kcached;
-  auto rank0 = connect(kcached.url());
-  auto rank1 = connect(kcached.url());
+  auto rank0 = lease_client(kcached.url());
+  auto rank1 = lease_client(kcached.url());
   auto lease = rank0->acquire_lease("fx-graph-1", 10s, "rank0");
   ASSERT_TRUE(lease.has_value()) << lease.error().message;
   ASSERT_TRUE(lease->granted);
@@ -61,8 +61,8 @@ TEST(Leases, TheFirstProducesAndTheOthersWaitForItsPut) {
 
 TEST(Leases, ADeadHoldersLeaseExpiresAndEndsTheWait) {
   KcachedProcess kcached;
-  auto dead = connect(kcached.url());
-  auto alive = connect(kcached.url());
+  auto dead = lease_client(kcached.url());
+  auto alive = lease_client(kcached.url());
   ASSERT_TRUE(dead->acquire_lease("fx-graph-2", 400ms, "dead-rank")->granted);
   const auto start = Clock::now();
   auto got = alive->get("fx-graph-2", 20s);
@@ -77,7 +77,7 @@ TEST(Leases, ADeadHoldersLeaseExpiresAndEndsTheWait) {
 
 TEST(Leases, RenewReleaseAndWrongTokens) {
   KcachedProcess kcached;
-  auto c = connect(kcached.url());
+  auto c = lease_client(kcached.url());
   auto lease = c->acquire_lease("fx-graph-3", 500ms, "rank0");
   ASSERT_TRUE(lease && lease->granted);
   for (int i = 0; i < 3; ++i) { // heartbeats keep it past its first TTL

@@ -20,7 +20,7 @@ namespace {
 using nlohmann::json;
 
 // An artifact upload's body: its record, then one file.
-std::string parts(const std::string& file) {
+std::string upload_body(const std::string& file) {
   return protocol::wire::encode_parts({{"record", "{}"}, {"f", file}});
 }
 
@@ -58,8 +58,9 @@ protected:
 
 TEST_F(StatsTest, ShowsHitRatioSizesCapacityAndVersion) {
   EXPECT_FALSE(stats().hit_ratio.has_value()); // no lookups yet: no ratio, not 0
-  ASSERT_EQ(call(http::verb::put, "/v1/artifacts/torch:ns:k1", kReader, parts("12345")).result(),
-            http::status::created);
+  ASSERT_EQ(
+      call(http::verb::put, "/v1/artifacts/torch:ns:k1", kReader, upload_body("12345")).result(),
+      http::status::created);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(call(http::verb::get, "/v1/artifacts/torch:ns:k1", kReader).result(),
               http::status::ok);
@@ -84,8 +85,9 @@ TEST_F(StatsTest, ShowsHitRatioSizesCapacityAndVersion) {
 }
 
 TEST_F(StatsTest, ZeroNeedsAdminEverywhereAndResetsOnlyWhatStatsShows) {
-  ASSERT_EQ(call(http::verb::put, "/v1/artifacts/torch:ns:k1", kReader, parts("abc")).result(),
-            http::status::created);
+  ASSERT_EQ(
+      call(http::verb::put, "/v1/artifacts/torch:ns:k1", kReader, upload_body("abc")).result(),
+      http::status::created);
   EXPECT_EQ(call(http::verb::get, "/v1/artifacts/torch:ns:k1", kReader).result(), http::status::ok);
   EXPECT_EQ(call(http::verb::post, "/v1/stats/zero", kReader).result(), http::status::forbidden);
   EXPECT_GT(stats().hits, 0U);

@@ -11,6 +11,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <tl/expected.hpp>
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,11 @@ using protocol::JobState;
 using protocol::parse_job_error;
 using protocol::parse_job_kind;
 using protocol::parse_job_state;
+
+// How much of a compiler's log a job keeps: its tail (compiler::log_tail cuts
+// at a line or character boundary, so the log stays valid UTF-8), in the job
+// table, the journal and the cluster queue alike.
+inline constexpr std::size_t kJobLogTail = 8000;
 
 // What the wire shows of a job, and what only kcached keeps.
 struct Job : protocol::JobView {
