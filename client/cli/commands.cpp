@@ -107,7 +107,9 @@ void add_job_commands(CommandTable& t) {
   CLI::App* watch =
       t.add(*jobs, "watch", "follow unfinished and new jobs until none is left (progress)",
             cmd_jobs_watch);
-  value(watch, "--interval-ms", "poll every N ms (default 500)")->check(count_value());
+  value(watch, "--interval-ms",
+        "redraw at most every N ms (default 500); kcached answers when a job changes")
+      ->check(count_value());
 
   CLI::App* job =
       t.add(app, "job", "one job: state, timings, keys, error and compiler log", cmd_job);

@@ -16,6 +16,7 @@
 #include <iostream>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -82,18 +83,29 @@ void print_jobs_table(const std::vector<protocol::JobView>& jobs) {
 } // namespace
 
 // Follows the jobs that are unfinished now or submitted later, until none is
-// left: a progress bar on a terminal, a line per change otherwise.
+// left: a progress bar on a terminal, a line per change otherwise. Each
+// listing after the first is a long-poll (/v1/jobs?since=): kcached answers
+// when a job changes, so a quiet queue costs one request per kLongPoll, and
+// a busy one one per interval at most. A daemon that does not count changes
+// is polled every interval.
 int cmd_jobs_watch(Cli& cli) {
-  const int interval = std::max(50, std::atoi(cli.option("interval-ms", "500").c_str()));
+  constexpr std::chrono::milliseconds kLongPoll{20000};
+  const std::chrono::milliseconds interval(
+      std::max(50, std::atoi(cli.option("interval-ms", "500").c_str())));
   const std::int64_t since = unix_now_ms();
   std::set<std::string> tracked;
   std::string last_line;
   const bool tty = isatty(STDERR_FILENO) != 0;
+  std::optional<std::uint64_t> changes; // the daemon's count at its last answer
   while (true) {
-    auto list = cli.client->jobs({100000, std::nullopt});
+    const auto asked = std::chrono::steady_clock::now();
+    auto list = cli.client->jobs({100000, std::nullopt, changes,
+                                  changes ? kLongPoll : std::chrono::milliseconds(0),
+                                  /*logs=*/false});
     if (!list) {
       return fail_call(list.error());
     }
+    changes = list->changes;
     std::size_t done = 0, failed = 0, running = 0, queued = 0;
     // Autotune searches: their variant steps (compiled, benchmarked).
     std::size_t steps_done = 0, steps_total = 0;
@@ -160,7 +172,7 @@ int cmd_jobs_watch(Cli& cli) {
       }
       return failed == 0 ? kOk : kFailed;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(interval));
+    std::this_thread::sleep_until(asked + interval);
   }
 }
 

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 namespace kcache::client {
 
 using nlohmann::json;
@@ -104,7 +106,20 @@ Result<JobList> Client::jobs(const JobsQuery& query) {
   if (query.state) {
     append_query(target, "state", protocol::job_state_name(*query.state));
   }
-  return read_answer(request(HttpMethod::kGet, target), protocol::job_list_from_json);
+  if (!query.logs) {
+    append_query(target, "log", "0");
+  }
+  if (!query.since) {
+    return read_answer(request(HttpMethod::kGet, target), protocol::job_list_from_json);
+  }
+  const auto wait = std::max(query.wait, std::chrono::milliseconds(0));
+  append_query(target, "since", std::to_string(*query.since));
+  append_query(target, "wait_ms", std::to_string(wait.count()));
+  // The daemon may hold the answer up to `wait`: the deadline covers that too.
+  return read_answer(
+      round_trip(HttpRequest{HttpMethod::kGet, std::move(target), {}, {}, options_.token},
+                 wait + options_.timeout),
+      protocol::job_list_from_json);
 }
 
 Result<NodeList> Client::nodes() {

@@ -182,6 +182,24 @@ TEST_F(ClientAdmin, JobsListsWithItsQuery) {
   auto none = client_->jobs({0, std::nullopt});
   ASSERT_TRUE(none.has_value()) << none.error().message;
   EXPECT_TRUE(none->jobs.empty());
+
+  // Long-poll: with nothing changed since its count, the daemon holds the
+  // answer for the wait (the client's deadline covers it); asked with an
+  // older count, it answers at once.
+  ASSERT_TRUE(all->changes.has_value());
+  const auto held_from = std::chrono::steady_clock::now();
+  auto held = client_->jobs({10, std::nullopt, all->changes, std::chrono::milliseconds(1500),
+                             /*logs=*/false});
+  const auto held_for = std::chrono::steady_clock::now() - held_from;
+  ASSERT_TRUE(held.has_value()) << held.error().message;
+  EXPECT_GE(held_for, std::chrono::milliseconds(1300));
+  EXPECT_EQ(held->changes, all->changes);
+  ASSERT_EQ(held->jobs.size(), 1U);
+  const auto quick_from = std::chrono::steady_clock::now();
+  auto quick =
+      client_->jobs({10, std::nullopt, *all->changes - 1, std::chrono::milliseconds(20000)});
+  ASSERT_TRUE(quick.has_value()) << quick.error().message;
+  EXPECT_LT(std::chrono::steady_clock::now() - quick_from, std::chrono::milliseconds(10000));
 }
 
 } // namespace

@@ -6,6 +6,7 @@
 #include <kcache/protocol/admin.h>
 #include <kcache/protocol/job.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -49,6 +50,11 @@ struct GcQuery {
 struct JobsQuery {
   std::optional<std::size_t> limit;        // the daemon's default: 100
   std::optional<protocol::JobState> state; // only jobs in this state
+  // Long-poll: the daemon answers once a job changed after `since` (the
+  // `changes` of an earlier answer), or when `wait` ends; at once without it.
+  std::optional<std::uint64_t> since{};
+  std::chrono::milliseconds wait{0};
+  bool logs = true; // false: each job without its compiler log (?log=0)
 };
 
 } // namespace kcache::client
