@@ -92,6 +92,20 @@ std::optional<Response> needs_admin_everywhere(const Request& req, const Princip
                "token '" + who.name + "' needs admin on \"*\" to " + std::string(req.target()));
 }
 
+// What makes two sorted listings one (sorted_windows.h): the order, the
+// filters and the reader (its token's name and grants decide what it sees).
+std::string listing_id(EntrySort sort, const storage::ListOptions& options, const std::string& ns,
+                       const Principal& who) {
+  std::string id = std::to_string(static_cast<int>(sort));
+  id += '\n';
+  id += options.area ? storage::area_name(*options.area) : "*";
+  id += '\n' + options.prefix + '\n' + ns + '\n' + who.name;
+  for (const RoleGrant& grant : who.roles) {
+    id += '\n' + grant.pattern + '=' + std::string(role_name(grant.role));
+  }
+  return id;
+}
+
 } // namespace
 
 // The outputs of the record under `key`, read without touching it (a listing
@@ -207,9 +221,37 @@ Response RequestHandler::entries(const Request& req, const RouteArgs& args) {
                      " in a sorted listing: narrow it with prefix= or namespace=, or page in "
                      "key order with after=");
   }
-  auto page = sorted_page(store_, options, *sort, *offset, page_limit, keep);
+  // A later page of a listing whose first page was just read is cut from
+  // the window that page kept (sorted_windows.h); a first page reads afresh
+  // and keeps the whole window for the pages after it.
+  const std::string listing = listing_id(*sort, options, ns, args.who);
+  if (*offset > 0) {
+    if (const auto window = sorted_windows_.find(listing);
+        window && window->covers(*offset, page_limit)) {
+      const auto first = std::min(*offset, window->rows.size());
+      const auto last = std::min(first + page_limit, window->rows.size());
+      std::vector<storage::ObjectInfo> rows(
+          window->rows.begin() + static_cast<std::ptrdiff_t>(first),
+          window->rows.begin() + static_cast<std::ptrdiff_t>(last));
+      protocol::EntryList out = with_sizes(rows);
+      out.total = window->total;
+      return json_response(req, http::status::ok, protocol::to_json(out));
+    }
+  }
+  const bool first_page = *offset == 0;
+  auto page =
+      sorted_page(store_, options, *sort, *offset, first_page ? kMaxEntriesPage : page_limit, keep);
   if (!page) {
     return store_error(req, page.error());
+  }
+  if (first_page) {
+    auto window = std::make_shared<SortedWindows::Window>();
+    window->rows = std::move(page->rows);
+    window->total = page->total;
+    page->rows.assign(window->rows.begin(),
+                      window->rows.begin() +
+                          static_cast<std::ptrdiff_t>(std::min(page_limit, window->rows.size())));
+    sorted_windows_.keep(listing, std::move(window));
   }
   protocol::EntryList out = with_sizes(page->rows);
   out.total = page->total;

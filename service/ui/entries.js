@@ -4,8 +4,9 @@
 // side (GET /v1/explain).
 //
 // In key order the pages follow a cursor (after=, next_after): each costs
-// what it shows, however large the store. The other orders read every entry
-// on the server and page by offset, with a total.
+// what it shows, however large the store. The other orders page by offset,
+// with a total: their first page reads every entry on the server, which
+// keeps the listing's first 10,000 rows for the pages after it.
 'use strict';
 
 (() => {

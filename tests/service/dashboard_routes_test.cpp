@@ -165,6 +165,41 @@ TEST_F(DashboardRoutes, EntriesInKeyOrderPageByCursorWithoutATotal) {
   EXPECT_EQ(get("/v1/entries?sort=size&offset=100&limit=50")["total"], 120);
 }
 
+// The pages after a sorted listing's first are cut from the window the first
+// page kept: they do not shift when entries change meanwhile, and a first
+// page reads afresh.
+TEST_F(DashboardRoutes, LaterSortedPagesComeFromTheFirstPagesWindow) {
+  for (int i = 0; i < 120; ++i) {
+    ASSERT_TRUE(store_.put(Area::kAction, key_of(i), std::string(1000 + i, 'v')));
+  }
+  const auto keys_of = [](const json& list) {
+    std::vector<std::string> out;
+    for (const json& e : list["entries"]) {
+      out.push_back(e["key"]);
+    }
+    return out;
+  };
+  const json first = get("/v1/entries?area=ac&sort=size&limit=50");
+  EXPECT_EQ(first["total"], 120);
+  ASSERT_EQ(keys_of(first).front(), "k119");
+  // Larger than any: a fresh listing would put it first and shift every row.
+  ASSERT_TRUE(store_.put(Area::kAction, "k999", std::string(5000, 'v')));
+  const json second = get("/v1/entries?area=ac&sort=size&limit=50&offset=50");
+  EXPECT_EQ(second["total"], 120) << "the window's count";
+  const std::vector<std::string> second_keys = keys_of(second);
+  ASSERT_EQ(second_keys.size(), 50U);
+  EXPECT_EQ(second_keys.front(), "k069");
+  const json third = get("/v1/entries?area=ac&sort=size&limit=50&offset=100");
+  EXPECT_EQ(keys_of(third).size(), 20U);
+  // Another listing (another order, another filter) is not that window.
+  EXPECT_EQ(get("/v1/entries?area=ac&sort=key&offset=50&limit=50")["total"], 121);
+  // A first page reads afresh and keeps a new window.
+  const json again = get("/v1/entries?area=ac&sort=size&limit=50");
+  EXPECT_EQ(again["total"], 121);
+  EXPECT_EQ(keys_of(again).front(), "k999");
+  EXPECT_EQ(keys_of(get("/v1/entries?area=ac&sort=size&limit=50&offset=50")).front(), "k070");
+}
+
 TEST_F(DashboardRoutes, ExplainPutsComponentsSideBySideAndMarksTheDifferingOne) {
   const auto manifest = [](const std::string& option) {
     return *cachekey::KeyBuilder()

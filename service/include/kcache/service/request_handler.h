@@ -11,6 +11,7 @@
 #include <kcache/service/lookup_metrics.h>
 #include <kcache/service/metrics.h>
 #include <kcache/service/piece_body.h>
+#include <kcache/service/sorted_windows.h>
 #include <kcache/service/stats_history.h>
 #include <kcache/service/tokens.h>
 #include <kcache/storage/artifact_store.h>
@@ -194,6 +195,8 @@ private:
   HitCopies hit_copies_{metrics_, "http"}; // an artifact hit's payload and its copies
   // Per-minute differences of store_.counters(), for the dashboard's charts.
   StatsHistory history_;
+  // Sorted /v1/entries listings' windows, for the pages after their first.
+  SortedWindows sorted_windows_;
   std::unique_ptr<const AccessLog> access_log_ = std::make_unique<AccessLog>();
   // POST /v1/stats/zero: the counters then, which /v1/stats subtracts.
   // /metrics keeps counting from start-up (Prometheus counters only reset
