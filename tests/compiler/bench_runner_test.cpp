@@ -99,8 +99,10 @@ TEST_P(BenchRunnerWarmup, TimesVariantsAndIsolatesWrongAndCrashingOnes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BenchRunner, BenchRunnerWarmup, ::testing::Values(1, 0),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return info.param == 0 ? std::string("NoWarmup") : std::string("Warmup");
+                         // Not `info`: gcc's -Wshadow sees the macro's own parameter of that name.
+                         [](const ::testing::TestParamInfo<int>& warmup) {
+                           return warmup.param == 0 ? std::string("NoWarmup")
+                                                    : std::string("Warmup");
                          });
 
 TEST(BenchRunner, UnusableRequestsFailEveryVariantWithAReason) {
