@@ -58,6 +58,27 @@ struct Scripted {
   }
 };
 
+// A halving search over the scripted space, timed by `fn`.
+TuningTable halving_with(const BenchFn& fn) {
+  auto search = parse_autotune(search_text(R"({"kind": "halving"})"));
+  EXPECT_TRUE(search.has_value()) << search.error();
+  if (!search) {
+    return {};
+  }
+  auto space = expand(*search);
+  EXPECT_TRUE(space.has_value());
+  if (!space) {
+    return {};
+  }
+  std::vector<CompiledVariant> compiled;
+  for (const Variant& v : space->variants) {
+    compiled.push_back({v, std::string("binary"), ""});
+  }
+  BenchRequest base;
+  base.search_json = search->json;
+  return run_search(*search, *space, compiled, base, fn);
+}
+
 struct Searched {
   TuningTable table;
   std::map<std::string, const TuningRow*> row;
@@ -158,16 +179,7 @@ TEST(AutotuneRun, NoTimeLeftToCheckMeansNoWinner) {
     bench.time_only = calls++ == 0 ? 4 : 0;
     return bench.fn()(request, phase);
   };
-  auto search = parse_autotune(search_text(R"({"kind": "halving"})"));
-  ASSERT_TRUE(search.has_value());
-  auto space = expand(*search);
-  std::vector<CompiledVariant> compiled;
-  for (const Variant& v : space->variants) {
-    compiled.push_back({v, std::string("binary"), ""});
-  }
-  BenchRequest base;
-  base.search_json = search->json;
-  const TuningTable t = run_search(*search, *space, compiled, base, fn);
+  const TuningTable t = halving_with(fn);
   EXPECT_FALSE(t.winner.has_value());
   EXPECT_NE(t.stopped.find("did not finish in its allowance"), std::string::npos) << t.stopped;
   EXPECT_EQ(calls, 2U) << "one check tried, not one per variant";
@@ -247,16 +259,7 @@ TEST(AutotuneRun, ABudgetOutInALaterRoundKeepsTheSurvivorsTimes) {
     std::vector<BenchResult> out = bench.fn()(r, phase);
     return std::vector<BenchResult>(out.rbegin(), out.rend());
   };
-  auto search = parse_autotune(search_text(R"({"kind": "halving"})"));
-  ASSERT_TRUE(search.has_value());
-  auto space = expand(*search);
-  std::vector<CompiledVariant> compiled;
-  for (const Variant& v : space->variants) {
-    compiled.push_back({v, std::string("binary"), ""});
-  }
-  BenchRequest base;
-  base.search_json = search->json;
-  const TuningTable t = run_search(*search, *space, compiled, base, fn);
+  const TuningTable t = halving_with(fn);
   EXPECT_EQ(t.winner, "U=3") << "U=3 keeps its first round's 100 us";
   EXPECT_NE(t.stopped.find("round 2"), std::string::npos) << t.stopped;
   for (const TuningRow& r : t.rows) {
