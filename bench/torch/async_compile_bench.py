@@ -2,6 +2,7 @@
 each phase a fresh process with empty local Inductor/Triton dirs.
 
     async_compile_bench.py jobs [--models gpt2_train,resnet50] [--steps 200] [--repeat 1] [--json FILE]
+    async_compile_bench.py recompiles [--json FILE]   forced recompiles and the run report that names them
     async_compile_bench.py phase MODEL KIND STEPS     (one process; used by jobs)
 
 KIND, per run (the namespace is new for every run):
@@ -182,17 +183,87 @@ def jobs(models: list[str], steps: int, repeat: int, out: Path | None) -> None:
                 )
 
 
+RECOMPILE_BATCHES = (8, 16, 32, 24)
+
+
+def recompile_phase() -> dict:
+    """ResNet-50 inference compiled with dynamic=False, called with a new batch
+    size each time: every call after the first recompiles. The run report is
+    put at exit; the parent reads it from kcached."""
+    import torch
+
+    import kcache.torch
+
+    kcache.torch.enable()  # $KCACHE_URL, $KCACHE_NAMESPACE, $KCACHE_RUN_ID; reports on
+    model, _ = workload("resnet50")
+    compiled = torch.compile(model, dynamic=False)
+    errors = []
+    with torch.no_grad():
+        for batch in RECOMPILE_BATCHES:
+            x = torch.randn(batch, 3, 224, 224, device="cuda")
+            want = model(x)
+            # Relative to the output's scale: an untrained ResNet's logits are
+            # large, and Inductor's convolutions round differently from eager's.
+            errors.append(float((compiled(x) - want).abs().max() / want.abs().max()))
+    return {"batches": list(RECOMPILE_BATCHES), "max_rel_error": max(errors), "correct": max(errors) < 1e-2}
+
+
+def recompiles(out: Path | None) -> None:
+    from kcache import Client
+
+    namespace, run = f"recompiles-{os.getpid()}", f"recompiles-{os.getpid()}"
+    with tempfile.TemporaryDirectory(prefix="kcache-recompiles-") as tmp:
+        env = dict(os.environ)
+        env.update(
+            TORCHINDUCTOR_CACHE_DIR=f"{tmp}/inductor",
+            TRITON_CACHE_DIR=f"{tmp}/triton",
+            KCACHE_NAMESPACE=namespace,
+            KCACHE_RUN_ID=run,
+            KCACHE_TORCH_REPORT="1",
+            PYTHONUNBUFFERED="1",
+        )
+        proc = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "phase-recompiles"], env=env, capture_output=True, text=True
+        )
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr[-6000:])
+        raise SystemExit(f"the recompiling job failed: exit {proc.returncode}")
+    job = json.loads(proc.stdout.strip().splitlines()[-1])
+    found = Client(os.environ["KCACHE_URL"]).run(namespace, run)
+    reports = list((found or {}).get("reports", {}).values())
+    if not reports:
+        raise SystemExit(f"no run report for {namespace}/{run}")
+    report = reports[0]
+    print(f"job: batches {job['batches']} through torch.compile(dynamic=False), outputs match eager: {job['correct']} (max error {job['max_rel_error']:.1e} of the largest output)")
+    print(f"report {namespace}/{run}: totals {json.dumps(report['totals'])}")
+    for item in report["recompiles"]:
+        print(f"  recompile  {item['what']}: {item['reason']}")
+    for item in report["misses"]:
+        print(f"  miss       {item['what'][:40]}: {item.get('reason', '')}")
+    if out:
+        out.write_text(json.dumps({"job": job, "report": report}, indent=1))
+    expected = len(RECOMPILE_BATCHES) - 1
+    verdict = "every recompile is in the report" if len(report["recompiles"]) >= expected else "recompiles missing"
+    print(f"{len(report['recompiles'])} recompiles reported, {expected} forced: {verdict}")
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "phase":
         print(json.dumps(run_phase(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
         return
+    if len(sys.argv) > 1 and sys.argv[1] == "phase-recompiles":
+        print(json.dumps(recompile_phase()))
+        return
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["jobs"])
+    parser.add_argument("mode", choices=["jobs", "recompiles"])
     parser.add_argument("--models", default="gpt2_train,resnet50")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.mode == "recompiles":
+        recompiles(args.json)
+        return
     jobs(args.models.split(","), args.steps, args.repeat, args.json)
 
 

@@ -7,6 +7,8 @@
 #   scripts/device/torch_async_compile.sh prepare     here: kcached and libkcache
 #                                                     (with their libraries) -> .device/torch_async
 #   scripts/device/torch_async_compile.sh run [--models gpt2_train,resnet50] [--steps 200] [--repeat 1]
+#   scripts/device/torch_async_compile.sh run recompiles   ResNet-50 with dynamic=False and four batch
+#                                                     sizes: the run report names each recompile
 #
 # The GPU machine has PyTorch, Triton, torchvision and transformers; kcached
 # and libkcache are carried (device tool: carry .device/torch_async), as in
@@ -44,7 +46,11 @@ case "${1:-}" in
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
     python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
     out="${OUT:-$work}"
-    python3 bench/torch/async_compile_bench.py jobs --json "$out/torch_async.json" "$@"
+    if [ "${1:-}" = recompiles ]; then # forced recompiles and the run report that names them
+      python3 bench/torch/async_compile_bench.py recompiles --json "$out/recompiles.json"
+    else
+      python3 bench/torch/async_compile_bench.py jobs --json "$out/torch_async.json" "$@"
+    fi
     ;;
   *)
     echo "usage: $0 prepare | run [args]" >&2

@@ -41,6 +41,7 @@ def kcache_cli(url: str, *args: str) -> subprocess.CompletedProcess:
 def test_a_fresh_process_with_empty_cache_dirs_hits_through_kcache(daemon, tmp_path):
     cold = compile_in_fresh_process(tmp_path, "cold", "train", daemon.url)
     assert cold["match"]
+    assert not cold["compiler_imported_by_enable"]  # the hooks went in at the first torch.compile
     assert cold["inductor"].get("fxgraph_cache_miss", 0) >= 2  # forward and backward
     assert cold["inductor"].get("fxgraph_cache_hit", 0) == 0
     assert cold["kcache"]["fx-graph.puts"] >= 2 and cold["kcache"]["aot-autograd.puts"] == 1

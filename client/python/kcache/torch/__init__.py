@@ -10,6 +10,14 @@ cache manager, and switches those caches on. Call it before the first
 torch.compile: Inductor's compile workers inherit its settings through the
 environment.
 
+Importing Dynamo and Inductor costs seconds (3.7-4.0 s on the H100 host), so
+enable() only opens the session and starts the prefetch; it puts its hooks
+into Inductor at the first torch.compile, where torch imports them anyway, or
+at once when Dynamo is already imported or defer_hooks=False (for code that
+compiles without torch.compile: torch._dynamo.optimize, AOTInductor). An
+eager job, or the eager steps before an async compile switches, never pays
+for them.
+
 - Single-flight across ranks: on an FX-graph or AOTAutograd miss the first
   rank takes a lease in kcached and compiles; the others wait (up to
   lease_wait_s) for its put and then hit. A dead rank's lease ends after
@@ -24,7 +32,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import os
+import sys
+import threading
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -59,6 +70,7 @@ def enable(
     token: Optional[str] = None,
     triton: bool = True,
     bundled_autotune: bool = False,
+    defer_hooks: Optional[bool] = None,
     **settings,
 ) -> Session:
     """Makes kcache torch.compile's remote cache in this process and the
@@ -69,11 +81,12 @@ def enable(
     on. The bundled autotune cache is switched on only with
     bundled_autotune=True: in torch 2.11 its bundler asserts on CPU graphs (no
     Triton backend hash) and on local FX-graph hits of multi-graph models
-    (begin_compile without end_compile; seen with GPT-2 on an H100)."""
-    global _session
-    import importlib
+    (begin_compile without end_compile; seen with GPT-2 on an H100).
 
-    from . import compile_workers, inductor_backend
+    defer_hooks: None puts the Inductor hooks in at the first torch.compile
+    unless Dynamo is already imported; False puts them in now; True always
+    waits for the first torch.compile."""
+    global _session
 
     if _session is not None:
         disable()
@@ -89,6 +102,31 @@ def enable(
         _undo.append(_start_bundles(session))
     _undo.append(share_with_env(session))
     _expose_package_to_workers()
+    if triton:
+        _set_env("TRITON_CACHE_MANAGER", _TRITON_MANAGER)
+        _set_env("TRITON_REMOTE_CACHE_BACKEND", _TRITON_BACKEND)
+    if config.report:  # eager steps count from now; its Dynamo hooks come with the others
+        _undo.append(_start_report(session))
+    hooks = functools.partial(_install_compile_hooks, session, bundled_autotune)
+    if defer_hooks is False or (defer_hooks is None and _compiler_imported()):
+        hooks()
+    else:
+        _undo.append(_before_first_compile(hooks))
+    _session = session
+    return session
+
+
+def _compiler_imported() -> bool:
+    return "torch._dynamo" in sys.modules or "torch._inductor" in sys.modules
+
+
+def _install_compile_hooks(session: Session, bundled_autotune: bool) -> None:
+    """kcache's backends in Inductor's caches, its compile workers and switches,
+    the hash details and the report's Dynamo hooks: what imports Dynamo and
+    Inductor."""
+    import importlib
+
+    from . import compile_workers, inductor_backend
 
     previous_backends = inductor_backend.install(session)
     _undo.append(lambda: inductor_backend.restore(previous_backends))
@@ -100,15 +138,47 @@ def enable(
         _undo.append(functools.partial(setattr, module, attribute, getattr(module, attribute)))
         setattr(module, attribute, True)
         _set_env(env, "1")
-    if triton:
-        _set_env("TRITON_CACHE_MANAGER", _TRITON_MANAGER)
-        _set_env("TRITON_REMOTE_CACHE_BACKEND", _TRITON_BACKEND)
     session.hash_details.install()
     _undo.append(session.hash_details.uninstall)
-    if config.report:  # after the hash details: a miss's explain reads them
-        _undo.append(_start_report(session))
-    _session = session
-    return session
+    session.prefetch_to_local_caches()
+    report = getattr(session, "report", None)
+    if report is not None:  # after the hash details: a miss's explain reads them
+        report.hook()
+
+
+def _before_first_compile(install: Callable[[], None]) -> Callable[[], None]:
+    """Wraps torch.compile so that install() runs once, before the first
+    compile; returns the undo. A failing install is a WARNING and the compile
+    goes on without kcache (fail open)."""
+    import torch
+
+    original = torch.compile
+    lock = threading.Lock()
+    pending = [True]
+
+    @functools.wraps(original)
+    def compile(*args, **kwargs):  # noqa: A001 - torch.compile's own name
+        with lock:
+            if pending:
+                pending.clear()
+                try:
+                    install()
+                except Exception as e:  # noqa: BLE001 - kcache never stops a compile
+                    logging.getLogger("kcache").warning(
+                        "kcache: could not hook into Inductor (%s: %s); torch.compile runs without the remote cache",
+                        type(e).__name__,
+                        e,
+                    )
+        return original(*args, **kwargs)
+
+    torch.compile = compile
+
+    def undo() -> None:
+        pending.clear()  # a wrapper left in place (someone wrapped ours) installs nothing for a closed session
+        if torch.compile is compile:  # not if someone wrapped it after us
+            torch.compile = original
+
+    return undo
 
 
 def disable() -> None:
@@ -181,7 +251,7 @@ def _start_report(session: Session) -> Callable[[], None]:
     from . import _report
 
     session.report = _report.Report(session, session.settings.report_interval_s)
-    session.report.install()
+    session.report.start()
     return session.report.uninstall
 
 

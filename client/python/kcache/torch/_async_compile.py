@@ -122,7 +122,11 @@ class AsyncCompiled:
                 "training": training,
                 "module_training": self.module.training,
                 "kwargs": self.compile_kwargs,
-                "configs": {name: _config_module(name).save_config() for name in _CONFIGS},
+                # Only the configs this process imported: one it never imported
+                # holds its defaults and the environment, which the child
+                # inherits; importing Inductor's here would cost the trainer's
+                # first step seconds (see kcache.torch.enable).
+                "configs": {name: sys.modules[name].save_config() for name in _CONFIGS if name in sys.modules},
                 "sys_path": list(sys.path),
                 "tensors": _tensor_signature(self.module),
                 "device": str(_device_of(self.module, args, kwargs)),
@@ -141,7 +145,7 @@ class AsyncCompiled:
         spec = {k: v for k, v in self._spec.items() if k not in ("sys_path", "configs")}
         text = json.dumps(
             {
-                "signature": _bundles.signature(self.module, self.compile_kwargs),
+                "signature": _bundles.signature(self.module, self.compile_kwargs, imported_configs_only=True),
                 "spec": spec,
                 "factory": _qualname(self.factory),
                 "torch": torch.__version__,
@@ -391,12 +395,6 @@ def _materialize(module: torch.nn.Module, device: str) -> None:
             sub._parameters[name] = made[id(p)]
 
 
-def _config_module(name: str):
-    import importlib
-
-    return importlib.import_module(name)
-
-
 def _qualname(obj: Any) -> Optional[str]:
     if obj is None:
         return None
@@ -489,8 +487,10 @@ def _child_main(spec_path: str) -> int:
     if enable_from_env() is None:
         print("kcache.torch async compile: kcache could not be enabled", file=sys.stderr)
         return 3
+    import importlib
+
     for name, saved in job["configs"].items():
-        _config_module(name).load_config(saved)
+        importlib.import_module(name).load_config(saved)
     model.train(job["module_training"])
     if _tensor_signature(model) != job["tensors"]:
         mine, theirs = set(_tensor_signature(model)), set(job["tensors"])

@@ -91,11 +91,21 @@ def system() -> dict:
     }
 
 
-def _config_digest() -> str:
+_CONFIG_ENV_PREFIXES = ("TORCHINDUCTOR_", "TORCHDYNAMO_", "TORCH_COMPILE", "TORCH_DYNAMO", "TORCH_FUNCTORCH")
+
+
+def _config_digest(imported_only: bool = False) -> str:
+    """The three compile configs; imported_only: a config module not imported
+    yet is hashed as the environment that will set it (its defaults are
+    torch's, hashed with torch's version elsewhere) instead of imported."""
     import importlib
 
     h = hashlib.sha256()
     for name in ("torch._inductor.config", "torch._dynamo.config", "torch._functorch.config"):
+        if imported_only and name not in sys.modules:
+            env = {k: v for k, v in os.environ.items() if k.startswith(_CONFIG_ENV_PREFIXES)}
+            h.update(name.encode() + b"\0env\0" + _canonical(env).encode() + b"\0")
+            continue
         config = importlib.import_module(name).save_config_portable()
         for ignored in _IGNORED_CONFIG.get(name, ()):
             config.pop(ignored, None)
@@ -133,8 +143,9 @@ def _kwarg_text(value: Any) -> str:
     return repr(value)
 
 
-def signature(model: Any, kwargs: dict) -> dict:
-    """Everything about one torch.compile call a precompile entry depends on."""
+def signature(model: Any, kwargs: dict, imported_configs_only: bool = False) -> dict:
+    """Everything about one torch.compile call a precompile entry depends on
+    (imported_configs_only: see _config_digest; never for a bundle's key)."""
     import torch
 
     target = type(model) if isinstance(model, torch.nn.Module) else model
@@ -142,7 +153,7 @@ def signature(model: Any, kwargs: dict) -> dict:
         "target": _qualname(target),
         "source_sha256": _sha256_file(_source_file(target)),
         "kwargs": {k: _kwarg_text(v) for k, v in sorted(kwargs.items())},
-        "config_sha256": _config_digest(),
+        "config_sha256": _config_digest(imported_configs_only),
     }
     # A bound method (Module.compile() compiles self._call_impl) stands for its module.
     owner = getattr(model, "__self__", None)

@@ -36,7 +36,9 @@ def enable_from_env() -> Optional[Session]:
     try:
         from . import enable
 
-        return enable(**switches())
+        # Called at the first torch.compile (the KCACHE_TORCH=1 hook) or just
+        # before one (kcache.torch.compile): the hooks go in now.
+        return enable(**switches(), defer_hooks=False)
     except Exception as e:  # noqa: BLE001  (fail open: nothing here may stop a trainer)
         logging.getLogger("kcache").warning(
             "%s: not enabled for torch.compile (%s: %s); it runs without the remote cache",

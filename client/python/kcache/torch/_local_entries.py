@@ -24,8 +24,9 @@ _CACHES = {
 
 def writer() -> Callable[[str, bytes, Mapping[str, str]], bool]:
     """write(kcache key, value, metadata) -> whether it went to the local cache.
-    Resolved here, in the thread that calls enable(): the prefetch thread must
-    not import torch modules while the trainer imports its own."""
+    Resolved here, in the thread that puts kcache's hooks into Inductor (see
+    enable()): the prefetch thread must not import torch modules while the
+    trainer imports its own."""
     writers = {}
     for cache_id, (module, name) in _CACHES.items():
         try:

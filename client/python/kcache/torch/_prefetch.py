@@ -182,6 +182,18 @@ class Prefetch:
             event.set()
             self._stats["prefetch_batches"] += 1
 
+    def write_local_from_now(self, write_local: Callable[[str, bytes, dict], bool]) -> None:
+        """Entries go to Inductor's local cache from now on, those fetched so
+        far at once. Called by the thread that imported Inductor, at its
+        first compile: the prefetch thread must not import torch modules
+        while the trainer imports its own."""
+        with self._lock:
+            self._write_local = write_local
+            for key, (value, metadata) in list(self._values.items()):
+                if self._local(key, value, metadata):
+                    del self._values[key]
+                    self._used[key] = (len(value), metadata)  # Inductor reads it from disk now
+
     def _local(self, key: str, value: bytes, metadata: dict) -> bool:
         if self._write_local is None:
             return False

@@ -22,6 +22,7 @@ import os
 import re
 import socket
 import statistics
+import sys
 import threading
 import time
 from typing import Any, Callable, Optional
@@ -95,7 +96,18 @@ class Report:
 
     # Hooks.
 
-    def install(self) -> None:
+    def start(self) -> None:
+        """Puts the report at exit and every interval_s; steps count from now."""
+        atexit.register(self.put)
+        self._undo.append(lambda: atexit.unregister(self.put))
+        if self._interval_s > 0:
+            self._thread = threading.Thread(target=self._loop, name="kcache-report", daemon=True)
+            self._thread.start()
+
+    def hook(self) -> None:
+        """Dynamo's recompile and graph-break hooks and kcache's lookups: they
+        import Dynamo and Inductor, so enable() calls this with its other
+        compile hooks (at the first torch.compile, unless earlier)."""
         import torch._dynamo.convert_frame as convert_frame
         import torch._dynamo.symbolic_convert as symbolic_convert
 
@@ -104,11 +116,6 @@ class Report:
         self._patch(convert_frame, "get_and_maybe_log_recompilation_reasons", self._on_recompile_check)
         self._patch(symbolic_convert.InstructionTranslatorBase, "log_graph_break", self._on_graph_break)
         self._patch(inductor_backend.KcacheInductorBackend, "_get", self._on_lookup)
-        atexit.register(self.put)
-        self._undo.append(lambda: atexit.unregister(self.put))
-        if self._interval_s > 0:
-            self._thread = threading.Thread(target=self._loop, name="kcache-report", daemon=True)
-            self._thread.start()
 
     def uninstall(self) -> None:
         self._stop.set()
@@ -204,10 +211,14 @@ class Report:
 
     def document(self) -> dict:
         import torch
-        from torch._dynamo.utils import compilation_time_metrics, counters
 
-        compile_s = float(sum(compilation_time_metrics.get("_compile.compile_inner", [])))
-        graphs = int(counters["stats"].get("unique_graphs", 0))
+        # Read, never imported here: this runs on the report's thread too, and
+        # a run that has not compiled yet has not imported Dynamo.
+        dynamo_utils = sys.modules.get("torch._dynamo.utils")
+        compile_s, graphs = 0.0, 0
+        if dynamo_utils is not None:
+            compile_s = float(sum(dynamo_utils.compilation_time_metrics.get("_compile.compile_inner", [])))
+            graphs = int(dynamo_utils.counters["stats"].get("unique_graphs", 0))
         with self._lock:
             hits, misses = list(self.hits), list(self.misses)
             recompiles, breaks = list(self.recompiles), list(self.graph_breaks)

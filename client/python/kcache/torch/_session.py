@@ -144,12 +144,17 @@ class Session:
             put=lambda k, v: self._store(k, v, {"torch_cache": "run-manifest"}, _MANIFEST_PRODUCER),
             stats=self.stats,
             errors=lambda: self.client.errors,
-            write_local=_local_entries.writer(),
             # A lookup waits for its batch as long as the batch's own request may take.
             wait_s=2 * (self.settings.timeout_ms / 1000) + 1,
             max_bytes=self.settings.prefetch_max_mb << 20,
         )
         self.prefetch.start()
+
+    def prefetch_to_local_caches(self) -> None:
+        """Prefetched FX-graph and AOTAutograd entries go to Inductor's local
+        cache dirs (see _local_entries); called once Inductor is imported."""
+        if self.prefetch is not None:
+            self.prefetch.write_local_from_now(_local_entries.writer())
 
     # The circuit breaker wraps every call; callers treat None/False as a miss.
 
