@@ -10,6 +10,34 @@ const kcache = (() => {
 
   const el = (id) => document.getElementById(id);
 
+  // The dashboard's pages, as every page's nav lists them: a new page is
+  // added here, not in each HTML file. [body data-page, address, label].
+  const PAGES = [
+    ['overview', '/ui/', 'Overview'],
+    ['entries', '/ui/entries.html', 'Entries'],
+    ['jobs', '/ui/jobs.html', 'Jobs'],
+    ['autotune', '/ui/autotune.html', 'Autotune'],
+    ['runs', '/ui/runs.html', 'Runs'],
+    ['nodes', '/ui/nodes.html', 'Nodes'],
+  ];
+
+  function fillNav() {
+    const nav = document.querySelector('header nav');
+    if (!nav) {
+      return;
+    }
+    nav.replaceChildren(...PAGES.map(([page, href, label]) => {
+      const a = document.createElement('a');
+      a.href = href;
+      a.textContent = label;
+      if (page === document.body.dataset.page) {
+        a.setAttribute('aria-current', 'page');
+      }
+      return a;
+    }));
+  }
+  document.addEventListener('DOMContentLoaded', fillNav);
+
   function token() {
     return sessionStorage.getItem(TOKEN) || '';
   }
@@ -133,10 +161,11 @@ const kcache = (() => {
   }
 
   function time(ms) {
-    if (!ms) {
-      return '–';
+    const date = new Date(ms);
+    if (!ms || typeof ms !== 'number' || !Number.isFinite(date.getTime())) {
+      return '–'; // not a time (a run report holds what its writer put)
     }
-    return new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC');
+    return date.toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC');
   }
 
   // "5 s ago", "3 min ago", "2 h ago", then the date.

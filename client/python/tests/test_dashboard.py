@@ -466,6 +466,55 @@ def test_jobs_autotune_nodes_and_admin_in_chromium(server, browser):
     assert _console_errors(driver) == []
 
 
+@needs_browser
+def test_runs_page_in_chromium(server, browser):
+    """The Runs page lists kcache.torch's run reports and shows one run's
+    recompiles, graph breaks and misses with their reasons; a report whose
+    fields are of the wrong type, or hold markup, shows as text."""
+    from selenium.webdriver.common.by import By
+
+    url, c, driver = server["url"], server["client"], browser
+    now = int(time.time() * 1000)
+    report = {
+        "schema": 1, "host": "node-7", "pid": 42, "torch": "2.11.0", "triton": "3.6.0", "job": "train.py",
+        "started_ms": now - 60_000, "updated_ms": now,
+        "totals": {"graphs_compiled": 3, "compile_seconds": 12.5, "hits": 1, "misses": 2, "recompiles": 1,
+                   "graph_breaks": 1, "seconds_saved_by_hits": 4.1},
+        "recompiles": [{"what": "forward (model.py:10)",
+                        "reason": "0/0: tensor 'x' size mismatch at index 0. expected 8, actual 16"}],
+        "graph_breaks": [{"what": "forward (model.py:12)", "reason": "Unsupported: builtin print"}],
+        "misses": [{"what": "fx-graph fabc", "reason": "differs from fdef in: example_inputs[1], gm"}],
+        "hits": [{"what": "fx-graph f123"}],
+        "roi": {"eager_step_s": 0.02, "compiled_step_s": 0.01, "speedup": 2.0, "break_even_step": 1251},
+    }
+    assert c.put_run_report("dash", "run-7", "rank0", report)
+    odd = {"host": "<img src=x id=planted>", "started_ms": "yesterday", "updated_ms": 1e300, "totals": [],
+           "recompiles": "many", "graph_breaks": [None, 5], "roi": None}
+    assert c.put_run_report("dash", "run-odd", "rank0", odd)
+
+    driver.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": {"Authorization": "Bearer " + READ_TOKEN}})
+    driver.get(url + "/ui/runs.html")
+    _wait(driver, lambda: "run-7" in _text(driver, "runs"), "the runs list")
+    assert driver.find_element(By.CSS_SELECTOR, 'nav a[aria-current="page"]').text == "Runs"
+    listed = _text(driver, "runs")
+    assert "run-odd" in listed and "12.50" in listed, listed
+    run7 = next(r for r in driver.find_elements(By.CSS_SELECTOR, "#runs tbody tr") if r.text.startswith("run-7"))
+    assert run7.find_elements(By.TAG_NAME, "td")[2].text == "1"  # one rank
+    next(b for b in driver.find_elements(By.CSS_SELECTOR, "#runs button.link") if b.text == "run-7").click()
+    _wait(driver, lambda: "expected 8, actual 16" in _text(driver, "detail"), "run-7's report")
+    detail = _text(driver, "detail")
+    for shown in ("node-7", "Unsupported: builtin print", "differs from fdef in: example_inputs[1], gm", "1251",
+                  "2.00×", "Recompiles (1)", "Graph breaks (1)", "Misses (1)"):
+        assert shown in detail, (shown, detail)
+    _shots(driver, "runs")
+
+    driver.get(url + "/ui/runs.html#dash/run-odd")
+    _wait(driver, lambda: "<img src=x id=planted>" in _text(driver, "detail"), "the odd report, as text")
+    assert not driver.find_elements(By.ID, "planted")
+    assert "Recompiles (0)" in _text(driver, "detail") and "Graph breaks (2)" in _text(driver, "detail")
+    assert _console_errors(driver) == []
+
+
 def test_jobs_long_poll_answers_on_a_change(server):
     """GET /v1/jobs?since=N&wait_ms=M waits while nothing changes and answers
     when a job does; ?log=0 leaves the logs out, ?kind= filters."""
