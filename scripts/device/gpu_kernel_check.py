@@ -5,7 +5,8 @@ Used by gpu_service_autotune.py on the GPU host:
       API) on the search's benchmark arguments, compare its outputs with a
       float64 reference computed by torch; prints one JSON line
   vendor SEARCH.json                     time the vendor kernel for the same
-      problem (cuBLAS SGEMM through torch.matmul with TF32 off, or torch.sum)
+      problem (cuBLAS SGEMM through torch.matmul with TF32 off, cuBLAS's bf16
+      GEMM for the tensor-core templates, or torch.sum)
       like kcache's benchmark times a variant: a CUDA event pair around each
       call, the median of the repeats; prints one JSON line
 
@@ -53,7 +54,11 @@ def evaluate(expr, names):
 
 
 TORCH_DTYPES = {"f32": torch.float32, "f64": torch.float64, "i32": torch.int32,
-                "i64": torch.int64}
+                "i64": torch.int64, "bf16": torch.bfloat16, "f16": torch.float16}
+FLOATS = ("f32", "f64", "bf16", "f16")
+# C = A * B^T with A (M x K) and B (N x K) row-major: the bf16 tensor-core
+# templates' contract (gemm_tc.cu, gemm_wgmma.cu).
+GEMM_TN = ("gemm_bf16", "gemm_bf16_wgmma")
 CTYPES = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i32": ctypes.c_int32,
           "i64": ctypes.c_int64}
 
@@ -73,9 +78,9 @@ def make_args(bench, params):
         gen = torch.Generator(device="cuda").manual_seed(int(a.get("seed", 1)))
         if a.get("output"):
             t = torch.zeros(count, dtype=TORCH_DTYPES[dtype], device="cuda")
-        elif dtype in ("f32", "f64"):
-            t = torch.rand(count, generator=gen, dtype=TORCH_DTYPES[dtype], device="cuda")
-            t = t * (hi - lo) + lo
+        elif dtype in FLOATS:  # drawn in float32, then rounded to the buffer's type
+            t = torch.rand(count, generator=gen, dtype=torch.float32, device="cuda")
+            t = (t * (hi - lo) + lo).to(TORCH_DTYPES[dtype])
         else:
             t = torch.randint(lo, hi + 1, (count,), generator=gen, dtype=TORCH_DTYPES[dtype],
                               device="cuda")
@@ -92,6 +97,10 @@ def reference(entry, scope, named):
     if entry == "row_sum":
         m, n = scope["M"], scope["N"]
         return "Y", named["X"].view(m, n).double().sum(dim=1)
+    if entry in GEMM_TN:
+        m, n, k = scope["M"], scope["N"], scope["K"]
+        a, b = named["A"].view(m, k).double(), named["B"].view(n, k).double()
+        return "C", (a @ b.T).view(-1)
     raise SystemExit(f"no reference for entry {entry!r}: add one to {__file__}")
 
 
@@ -163,6 +172,11 @@ def verify(search_path, cubin_path, params_path):
         cublas = (named["A"].view(m, k) @ named["B"].view(k, n)).view(-1).double()
         result["max_abs_error_vs_cublas"] = (got - cublas).abs().max().item()
         result["cublas_max_abs_error"] = (cublas - want).abs().max().item()
+    if entry in GEMM_TN:  # and against cuBLAS's bf16 answer (fp32 accumulation, rounded to bf16)
+        m, n, k = scope["M"], scope["N"], scope["K"]
+        cublas = (named["A"].view(m, k) @ named["B"].view(n, k).T).view(-1).double()
+        result["max_abs_error_vs_cublas"] = (got - cublas).abs().max().item()
+        result["cublas_max_abs_error"] = (cublas - want).abs().max().item()
     print(json.dumps(result))
     return 0 if result["ok"] else 1
 
@@ -181,6 +195,11 @@ def vendor(search_path):
         a, b, c = named["A"].view(m, k), named["B"].view(k, n), named["C"].view(m, n)
         name = "cuBLAS SGEMM (torch.matmul, TF32 off)"
         call = lambda: torch.matmul(a, b, out=c)  # noqa: E731
+    elif entry in GEMM_TN:
+        m, n, k = scope["M"], scope["N"], scope["K"]
+        a, b, c = named["A"].view(m, k), named["B"].view(n, k), named["C"].view(m, n)
+        name = "cuBLAS bf16 GEMM (torch.matmul, A @ B.T)"
+        call = lambda: torch.matmul(a, b.T, out=c)  # noqa: E731
     elif entry == "row_sum":
         m, n = scope["M"], scope["N"]
         x, y = named["X"].view(m, n), named["Y"]

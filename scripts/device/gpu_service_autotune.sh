@@ -9,7 +9,7 @@
 #   scripts/device/gpu_service_autotune.sh prepare   here: the cuda-only build (no LLVM) of
 #                                                    kcached, kcache-worker and kcache, with
 #                                                    their libraries -> .device/gpu_service
-#   scripts/device/gpu_service_autotune.sh run [--templates sgemm,rowsum] [--workers N]
+#   scripts/device/gpu_service_autotune.sh run [--templates sgemm,rowsum,wgmma,...] [--workers N]
 #                                          [--search-timeout S] [--out DIR] [--no-gpu]
 #                                                    on the GPU host (device tool: carry
 #                                                    .device/gpu_service); the table and the
