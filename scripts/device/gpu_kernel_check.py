@@ -116,6 +116,7 @@ class Driver:
         c.cuModuleGetFunction.argtypes = [pvp, vp, ctypes.c_char_p]
         c.cuLaunchKernel.argtypes = [vp] + [ctypes.c_uint] * 7 + [vp, pvp, pvp]
         c.cuModuleUnload.argtypes = [vp]
+        c.cuFuncSetAttribute.argtypes = [vp, ctypes.c_int, ctypes.c_int]
         torch.zeros(1, device="cuda")  # torch's primary context, current on this thread
         ctx = ctypes.c_void_p()
         self.check(c.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
@@ -133,6 +134,10 @@ class Driver:
         self.check(c.cuModuleLoadData(ctypes.byref(module), cubin), "cuModuleLoadData")
         self.check(c.cuModuleGetFunction(ctypes.byref(fn), module, entry.encode()),
                    "cuModuleGetFunction")
+        if shared > 48 * 1024:  # over the default: opted into, as kcache's benchmark does
+            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+            self.check(c.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared),
+                       "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
         values = []
         for kind, _, dtype, v in args:
             values.append(ctypes.c_void_p(v.data_ptr()) if kind == "buffer" else CTYPES[dtype](v))
