@@ -94,14 +94,24 @@ std::optional<Response> needs_admin_everywhere(const Request& req, const Princip
 
 // What makes two sorted listings one (sorted_windows.h): the order, the
 // filters and the reader (its token's name and grants decide what it sees).
+// Each part is length-prefixed: the prefix and namespace come from the
+// query, so no choice of them may spell another reader's listing.
 std::string listing_id(EntrySort sort, const storage::ListOptions& options, const std::string& ns,
                        const Principal& who) {
-  std::string id = std::to_string(static_cast<int>(sort));
-  id += '\n';
-  id += options.area ? storage::area_name(*options.area) : "*";
-  id += '\n' + options.prefix + '\n' + ns + '\n' + who.name;
+  std::string id;
+  const auto part = [&id](std::string_view text) {
+    id += std::to_string(text.size());
+    id += ':';
+    id += text;
+  };
+  part(std::to_string(static_cast<int>(sort)));
+  part(options.area ? storage::area_name(*options.area) : "*");
+  part(options.prefix);
+  part(ns);
+  part(who.name);
   for (const RoleGrant& grant : who.roles) {
-    id += '\n' + grant.pattern + '=' + std::string(role_name(grant.role));
+    part(grant.pattern);
+    part(role_name(grant.role));
   }
   return id;
 }

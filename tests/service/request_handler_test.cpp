@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <strong_token.h>
 
+#include <cstdio>
 #include <thread>
 
 namespace kcache::service {
@@ -403,6 +404,54 @@ TEST_F(AuthTest, TheSubmitRoleSubmitsJobsButWritesNothing) {
             http::status::forbidden);
   EXPECT_EQ(call(http::verb::get, "/v1/jobs", "", kReadToken).result(),
             http::status::service_unavailable);
+}
+
+// A sorted entry listing keeps its best rows for its later pages
+// (sorted_windows.h), one window per reader. A reader never pages through a
+// window another reader kept, whatever prefix and namespace it asks for: here
+// its token's name is the other's grant as text, so a listing id that merely
+// joined its parts with newlines would let prefix "\n" and namespace "team-b"
+// spell team-b's listing and hand its rows to a reader of "x" only.
+class SortedWindowReaders : public HandlerTest {
+protected:
+  SortedWindowReaders()
+      : HandlerTest({make_token("team-b", kReadToken, {{"team-b*", Role::kRead}, {"x", Role::kRead}}),
+                     make_token("team-b*=read", kWriteToken, {{"x", Role::kRead}})}) {}
+};
+
+TEST_F(SortedWindowReaders, NoReaderPagesThroughAnothersWindow) {
+  char key[32];
+  for (int i = 0; i < 20; ++i) {
+    std::snprintf(key, sizeof key, "torch:team-b:b%03d", i);
+    ASSERT_TRUE(store_.put(storage::Area::kAction, key, std::string(2000 + i, 'b')));
+  }
+  for (int i = 0; i < 3; ++i) {
+    std::snprintf(key, sizeof key, "torch:x:x%03d", i);
+    ASSERT_TRUE(store_.put(storage::Area::kAction, key, std::string(10 + i, 'x')));
+  }
+  const auto listed = [&](const std::string& query, const std::string& token) {
+    const Response r = call(http::verb::get, "/v1/entries?area=ac&sort=size&limit=5" + query, "", token);
+    EXPECT_EQ(r.result(), http::status::ok) << query << ": " << r.body();
+    std::vector<std::string> keys;
+    const json page = json::parse(r.body());
+    for (const json& e : page["entries"]) {
+      keys.push_back(e["key"]);
+    }
+    return keys;
+  };
+  // team-b's reader keeps a window of its 23 rows.
+  const std::vector<std::string> first = listed("", kReadToken);
+  ASSERT_EQ(first.size(), 5U);
+  EXPECT_EQ(first.front(), "torch:team-b:b019");
+  // The other reader, with and without the prefix and namespace that would
+  // have spelled that window's id: never a row of team-b.
+  for (const std::string& query : {std::string("&offset=5&prefix=%0A&namespace=team-b"),
+                                   std::string("&offset=5"), std::string("&offset=0")}) {
+    for (const std::string& k : listed(query, kWriteToken)) {
+      EXPECT_EQ(k.rfind("torch:x:", 0), 0U) << query << " listed " << k;
+    }
+  }
+  EXPECT_EQ(listed("&offset=5", kReadToken).front(), "torch:team-b:b014");
 }
 
 } // namespace
