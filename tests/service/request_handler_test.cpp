@@ -415,8 +415,9 @@ TEST_F(AuthTest, TheSubmitRoleSubmitsJobsButWritesNothing) {
 class SortedWindowReaders : public HandlerTest {
 protected:
   SortedWindowReaders()
-      : HandlerTest({make_token("team-b", kReadToken, {{"team-b*", Role::kRead}, {"x", Role::kRead}}),
-                     make_token("team-b*=read", kWriteToken, {{"x", Role::kRead}})}) {}
+      : HandlerTest(
+            {make_token("team-b", kReadToken, {{"team-b*", Role::kRead}, {"x", Role::kRead}}),
+             make_token("team-b*=read", kWriteToken, {{"x", Role::kRead}})}) {}
 };
 
 TEST_F(SortedWindowReaders, NoReaderPagesThroughAnothersWindow) {
@@ -430,7 +431,8 @@ TEST_F(SortedWindowReaders, NoReaderPagesThroughAnothersWindow) {
     ASSERT_TRUE(store_.put(storage::Area::kAction, key, std::string(10 + i, 'x')));
   }
   const auto listed = [&](const std::string& query, const std::string& token) {
-    const Response r = call(http::verb::get, "/v1/entries?area=ac&sort=size&limit=5" + query, "", token);
+    const Response r =
+        call(http::verb::get, "/v1/entries?area=ac&sort=size&limit=5" + query, "", token);
     EXPECT_EQ(r.result(), http::status::ok) << query << ": " << r.body();
     std::vector<std::string> keys;
     const json page = json::parse(r.body());
