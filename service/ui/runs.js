@@ -9,7 +9,18 @@
   const { api, count, time, facts, row, el } = kcache;
   const LIMIT = 100;
 
-  const text = (v) => (v === undefined || v === null || v === '' ? '–' : String(v));
+  // Strings, finite numbers and booleans as text; anything else (an object,
+  // an array, null) as '–': String() of an object may call its writer's
+  // toString, or throw.
+  const text = (v) => {
+    if (typeof v === 'string') {
+      return v === '' ? '–' : v;
+    }
+    if ((typeof v === 'number' && Number.isFinite(v)) || typeof v === 'boolean') {
+      return String(v);
+    }
+    return '–';
+  };
   const number = (v) => (typeof v === 'number' && Number.isFinite(v) ? v : null);
   const seconds = (v) => (number(v) === null ? '–' : number(v).toFixed(2));
   const list = (v) => (Array.isArray(v) ? v : []);
@@ -42,7 +53,8 @@
       empty.className = 'empty';
       body.append(empty);
     }
-    await showHash();
+    // A stale link or an unreadable report shows its error; the list stays.
+    await showHash().catch(showError);
   }
 
   // A table of items with {what, reason}: recompiles, graph breaks, misses.
@@ -80,8 +92,9 @@
     h.textContent = `${rank} · ${text(report.host)} · pid ${text(report.pid)} · torch ${text(report.torch)}` +
       ` · Triton ${text(report.triton)}`;
     section.append(h);
-    const totals = report.totals || {};
-    const roi = report.roi || {};
+    const object = (v) => (v && typeof v === 'object' && !Array.isArray(v) ? v : {});
+    const totals = object(report.totals);
+    const roi = object(report.roi);
     const dl = document.createElement('dl');
     facts(dl, [
       ['job', text(report.job)],
@@ -111,8 +124,10 @@
     el('detail-title').textContent = `${ns}/${run}`;
     const ranks = el('ranks');
     ranks.replaceChildren();
-    for (const [rank, report] of Object.entries(found.reports || {})) {
-      ranks.append(rankReport(rank, report && typeof report === 'object' ? report : {}));
+    const reports = found.reports && typeof found.reports === 'object' ? found.reports : {};
+    for (const [rank, report] of Object.entries(reports)) {
+      const plain = report && typeof report === 'object' && !Array.isArray(report);
+      ranks.append(rankReport(rank, plain ? report : {}));
     }
     el('detail').hidden = false;
   }

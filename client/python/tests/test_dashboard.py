@@ -489,9 +489,11 @@ def test_runs_page_in_chromium(server, browser):
     }
     assert c.put_run_report("dash", "run-7", "rank0", report)
     odd = {"host": "<img src=x id=planted>", "started_ms": "yesterday", "updated_ms": 1e300, "totals": [],
-           "recompiles": "many", "graph_breaks": [None, 5], "roi": None}
+           "recompiles": "many", "graph_breaks": [None, 5, {"what": {"toString": 1}, "reason": ["x"]}],
+           "roi": None, "job": {"toString": 1}, "pid": {"valueOf": 1}}
     assert c.put_run_report("dash", "run-odd", "rank0", odd)
 
+    driver.execute_cdp_cmd("Network.enable", {})  # this test may run alone
     driver.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": {"Authorization": "Bearer " + READ_TOKEN}})
     driver.get(url + "/ui/runs.html")
     _wait(driver, lambda: "run-7" in _text(driver, "runs"), "the runs list")
@@ -511,8 +513,13 @@ def test_runs_page_in_chromium(server, browser):
     driver.get(url + "/ui/runs.html#dash/run-odd")
     _wait(driver, lambda: "<img src=x id=planted>" in _text(driver, "detail"), "the odd report, as text")
     assert not driver.find_elements(By.ID, "planted")
-    assert "Recompiles (0)" in _text(driver, "detail") and "Graph breaks (2)" in _text(driver, "detail")
-    assert _console_errors(driver) == []
+    assert "Recompiles (0)" in _text(driver, "detail") and "Graph breaks (3)" in _text(driver, "detail")
+    assert "[object Object]" not in _text(driver, "detail")
+    # A link to a run that is not there: its error, and the list still shows.
+    driver.get(url + "/ui/runs.html#dash/no-such-run")
+    _wait(driver, lambda: "no run no-such-run" in _text(driver, "error"), "the missing run's error")
+    assert "run-7" in _text(driver, "runs")
+    assert _console_errors(driver, allowed=("404",)) == []
 
 
 def test_jobs_long_poll_answers_on_a_change(server):

@@ -122,17 +122,18 @@ def test_a_failing_background_compile_leaves_the_job_eager_with_one_warning(kcac
     assert len(warnings) == 1 and wrapped.failure in warnings[0], warnings
 
 
-def other_rank(url: str, tmp_path: Path) -> subprocess.Popen:
+def other_rank(url: str, node: Path, namespace: str = "ci") -> subprocess.Popen:
+    """torch_async_child.py as a trainer on another node (nothing local)."""
     env = dict(os.environ)
     env.update(QUICK)
     env.update(
         RANK="1",
-        TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "rank1" / "inductor"),  # another node: nothing local
-        TRITON_CACHE_DIR=str(tmp_path / "rank1" / "triton"),
+        TORCHINDUCTOR_CACHE_DIR=str(node / "inductor"),
+        TRITON_CACHE_DIR=str(node / "triton"),
         PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "client" / "python"), str(HERE), env.get("PYTHONPATH")])),
     )
     return subprocess.Popen(
-        [sys.executable, str(HERE / "torch_async_child.py"), "infer", url, "linear"],
+        [sys.executable, str(HERE / "torch_async_child.py"), "infer", url, "linear", namespace],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -140,21 +141,38 @@ def other_rank(url: str, tmp_path: Path) -> subprocess.Popen:
     )
 
 
+def finished(peer: subprocess.Popen) -> dict:
+    out, err = peer.communicate(timeout=240)
+    assert peer.returncode == 0, err[-4000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def test_two_ranks_share_one_background_compile(kcache_on, tmp_path):
     model = torch_async_models.linear()
     wrapped = kcache.torch.compile(model, async_compile=True, mode="default")
     with torch.no_grad():
         wrapped(torch.randn(16, 32))  # rank 0 asks first: its child compiles
-    peer = other_rank(kcache_on.url, tmp_path)
+    peer = other_rank(kcache_on.url, tmp_path / "rank1")
     run = steps_until_switched(wrapped, model, torch_async_models.linear, train=False)
-    out, err = peer.communicate(timeout=240)
-    assert peer.returncode == 0, err[-4000:]
-    other = json.loads(out.strip().splitlines()[-1])
+    other = finished(peer)
 
     assert wrapped.compiled_by == "self" and run["states"][-1] == "compiled" and run["match"]
     assert other["compiled_by"] == "peer", other  # it started no compile of its own
     assert other["states"][-1] == "compiled" and other["match"] and other["warm_load_misses"] == 0, other
     assert other["kcache"].get("fx-graph.hits", 0) >= 1  # its cache dir is empty: the hit came from kcache
+
+
+def test_a_trainer_that_set_an_inductor_option_before_compiling_still_fills_kcache(daemon, tmp_path):
+    """enable() leaves its hooks for the first torch.compile, so a trainer
+    that sets an Inductor option first hands its background compile a config
+    whose remote-cache switches are off; the compile must still put its
+    entries in kcache: a second node then switches on kcache's hits alone."""
+    namespace = f"async-config-{os.getpid()}"
+    first = finished(other_rank(daemon.url, tmp_path / "node0", namespace))
+    assert first["compiled_by"] == "self" and first["states"][-1] == "compiled" and first["match"], first
+    second = finished(other_rank(daemon.url, tmp_path / "node1", namespace))
+    assert second["compiled_by"] == "peer" and second["states"][-1] == "compiled", second
+    assert second["warm_load_misses"] == 0 and second["kcache"].get("fx-graph.hits", 0) >= 1, second
 
 
 # A trainer whose model class lives in its own script: the background compile

@@ -2,7 +2,7 @@
 on a small model, steps until the wrapper switched (or a deadline), and the
 outcome as JSON on the last line.
 
-    python torch_async_child.py train|infer|fail URL mlp|linear
+    python torch_async_child.py train|infer|fail URL mlp|linear [NAMESPACE]
 """
 
 import json
@@ -11,13 +11,13 @@ import sys
 import time
 
 import torch
-from torch._dynamo.utils import counters
 
 import kcache.torch
 
 import torch_async_models
 
 mode, url = sys.argv[1], sys.argv[2]
+namespace = sys.argv[4] if len(sys.argv) > 4 else "ci"
 build = getattr(torch_async_models, sys.argv[3])
 after = 3  # compiled steps after the switch
 warnings = []
@@ -30,7 +30,14 @@ class Collect(logging.Handler):
 
 
 logging.getLogger("kcache").addHandler(Collect())
-kcache.torch.enable(url=url, namespace="ci", timeout_ms=2000, report=False, prefetch=False)
+kcache.torch.enable(url=url, namespace=namespace, timeout_ms=2000, report=False, prefetch=False)
+assert "torch._dynamo" not in sys.modules  # enable() left its hooks for the first torch.compile
+# A trainer that sets an Inductor option in code imports Inductor's config
+# before any compile: the child gets that config and must still put its
+# entries in kcache (the config's remote-cache switches are kcache's).
+import torch._inductor.config as inductor_config  # noqa: E402
+
+inductor_config.fx_graph_cache = True
 
 model = build()
 factory = torch_async_models.broken if mode == "fail" else None
@@ -75,7 +82,7 @@ print(
             "compiled_by": wrapped.compiled_by,
             "failure": wrapped.failure,
             "warnings": [w for w in warnings if "async compile" in w],
-            "frames": counters["frames"].get("ok", 0),
+            "frames": sys.modules["torch._dynamo.utils"].counters["frames"].get("ok", 0),
             "kcache": kcache.torch.stats(),
             "same_params": all(a is b for a, b in zip(opt.param_groups[0]["params"], model.parameters())),
         }

@@ -14,9 +14,10 @@ Importing Dynamo and Inductor costs seconds (3.7-4.0 s on the H100 host), so
 enable() only opens the session and starts the prefetch; it puts its hooks
 into Inductor at the first torch.compile, where torch imports them anyway, or
 at once when Dynamo is already imported or defer_hooks=False (for code that
-compiles without torch.compile: torch._dynamo.optimize, AOTInductor). An
-eager job, or the eager steps before an async compile switches, never pays
-for them.
+compiles without torch.compile: torch._dynamo.optimize, AOTInductor, or a
+`compile` bound before enable()). An eager job, or the eager steps before an
+async compile switches, never pays for them. With bundles on, enable()
+imports Dynamo itself (it switches caching precompile) and hooks in at once.
 
 - Single-flight across ranks: on an FX-graph or AOTAutograd miss the first
   rank takes a lease in kcached and compiles; the others wait (up to
@@ -107,7 +108,7 @@ def enable(
         _set_env("TRITON_REMOTE_CACHE_BACKEND", _TRITON_BACKEND)
     if config.report:  # eager steps count from now; its Dynamo hooks come with the others
         _undo.append(_start_report(session))
-    hooks = functools.partial(_install_compile_hooks, session, bundled_autotune)
+    hooks = functools.partial(_install_failing_open, functools.partial(_install_compile_hooks, session, bundled_autotune))
     if defer_hooks is False or (defer_hooks is None and _compiler_imported()):
         hooks()
     else:
@@ -146,10 +147,22 @@ def _install_compile_hooks(session: Session, bundled_autotune: bool) -> None:
         report.hook()
 
 
+def _install_failing_open(install: Callable[[], None]) -> None:
+    """A failing install is a WARNING and torch.compile goes on without
+    kcache's backends (fail open); what it did put in is undone by disable()."""
+    try:
+        install()
+    except Exception as e:  # noqa: BLE001 - kcache never stops a trainer or a compile
+        logging.getLogger("kcache").warning(
+            "kcache: could not hook into Inductor (%s: %s); torch.compile runs without the remote cache",
+            type(e).__name__,
+            e,
+        )
+
+
 def _before_first_compile(install: Callable[[], None]) -> Callable[[], None]:
     """Wraps torch.compile so that install() runs once, before the first
-    compile; returns the undo. A failing install is a WARNING and the compile
-    goes on without kcache (fail open)."""
+    compile; returns the undo."""
     import torch
 
     original = torch.compile
@@ -161,16 +174,14 @@ def _before_first_compile(install: Callable[[], None]) -> Callable[[], None]:
         with lock:
             if pending:
                 pending.clear()
-                try:
-                    install()
-                except Exception as e:  # noqa: BLE001 - kcache never stops a compile
-                    logging.getLogger("kcache").warning(
-                        "kcache: could not hook into Inductor (%s: %s); torch.compile runs without the remote cache",
-                        type(e).__name__,
-                        e,
-                    )
+                install()
         return original(*args, **kwargs)
 
+    # functools.wraps copied the markers of a wrapper this one wraps (the
+    # KCACHE_TORCH=1 hook's, the bundles'): they would make the hook dispatch
+    # through this one as if it were the bundles' wrapper.
+    for marker in ("_kcache_bundles", "_kcache_autoenable"):
+        compile.__dict__.pop(marker, None)
     torch.compile = compile
 
     def undo() -> None:

@@ -482,15 +482,18 @@ def _child_main(spec_path: str) -> int:
     else:
         model = job["module"]
         _materialize(model, device)
+    import importlib
+
     from ._from_env import enable_from_env
 
+    # The trainer's configs first, then enable(): a trainer that imported a
+    # config before its hooks went in (they wait for its first torch.compile)
+    # saved the remote-cache switches off, and enable() turns them on.
+    for name, saved in job["configs"].items():
+        importlib.import_module(name).load_config(saved)
     if enable_from_env() is None:
         print("kcache.torch async compile: kcache could not be enabled", file=sys.stderr)
         return 3
-    import importlib
-
-    for name, saved in job["configs"].items():
-        importlib.import_module(name).load_config(saved)
     model.train(job["module_training"])
     if _tensor_signature(model) != job["tensors"]:
         mine, theirs = set(_tensor_signature(model)), set(job["tensors"])

@@ -92,6 +92,19 @@ def system() -> dict:
 
 
 _CONFIG_ENV_PREFIXES = ("TORCHINDUCTOR_", "TORCHDYNAMO_", "TORCH_COMPILE", "TORCH_DYNAMO", "TORCH_FUNCTORCH")
+# Not what is compiled: where and with how many threads, and the remote-cache
+# switches kcache.enable() itself sets (set or not yet, rank by rank).
+_CONFIG_ENV_IGNORED = frozenset(
+    {
+        "TORCHINDUCTOR_CACHE_DIR",
+        "TORCHINDUCTOR_COMPILE_THREADS",
+        "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE",
+        "TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE",
+        "TORCHINDUCTOR_BUNDLED_AUTOTUNE_REMOTE_CACHE",
+        "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE",
+        "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_REMOTE_PGO",
+    }
+)
 
 
 def _config_digest(imported_only: bool = False) -> str:
@@ -103,7 +116,11 @@ def _config_digest(imported_only: bool = False) -> str:
     h = hashlib.sha256()
     for name in ("torch._inductor.config", "torch._dynamo.config", "torch._functorch.config"):
         if imported_only and name not in sys.modules:
-            env = {k: v for k, v in os.environ.items() if k.startswith(_CONFIG_ENV_PREFIXES)}
+            env = {
+                k: v
+                for k, v in os.environ.items()
+                if k.startswith(_CONFIG_ENV_PREFIXES) and k not in _CONFIG_ENV_IGNORED
+            }
             h.update(name.encode() + b"\0env\0" + _canonical(env).encode() + b"\0")
             continue
         config = importlib.import_module(name).save_config_portable()

@@ -223,12 +223,8 @@ class Report:
             hits, misses = list(self.hits), list(self.misses)
             recompiles, breaks = list(self.recompiles), list(self.graph_breaks)
         per_graph = compile_s / graphs if graphs else 0.0
-        try:
-            import triton
-
-            triton_version = triton.__version__
-        except ImportError:
-            triton_version = None
+        # Imported by the compile, if any; never imported on this thread.
+        triton_version = getattr(sys.modules.get("triton"), "__version__", None)
         return {
             "schema": 1,
             "namespace": self._session.settings.namespace,
