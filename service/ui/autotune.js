@@ -6,7 +6,7 @@
 'use strict';
 
 (() => {
-  const { api, count, ago, micros, facts, row, el, progress, badge, svg } = kcache;
+  const { api, count, ago, micros, facts, row, el, progress, badge, svg, showError } = kcache;
   let open = null; // the job id shown, while its long-poll runs
 
   const paramText = (params) => Object.entries(params || {}).map(([k, v]) => `${k}=${v}`).join(' ');
@@ -292,11 +292,6 @@
       body.append(empty);
     }
     return list;
-  }
-
-  function showError(error) {
-    el('error').textContent = String(error.message || error);
-    el('error').hidden = false;
   }
 
   document.addEventListener('DOMContentLoaded', () => {

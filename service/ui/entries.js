@@ -10,7 +10,7 @@
 'use strict';
 
 (() => {
-  const { api, count, bytes, time, facts, row, el } = kcache;
+  const { api, count, bytes, time, facts, row, el, showError } = kcache;
   const PAGE = 50;
   let offset = 0; // sorted orders
   let cursors = ['']; // key order: the after= of each page so far, for Previous
@@ -63,11 +63,6 @@
     el('detail-manifest').textContent = entry.manifest ? JSON.stringify(entry.manifest, null, 2) : 'none (not a kc1- key)';
     el('detail').hidden = false;
     el('detail').scrollIntoView({ block: 'nearest' });
-  }
-
-  function showError(error) {
-    el('error').textContent = String(error.message || error);
-    el('error').hidden = false;
   }
 
   function keyCell(entry) {

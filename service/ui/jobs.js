@@ -5,7 +5,7 @@
 'use strict';
 
 (() => {
-  const { api, count, ago, millis, time, facts, row, el, progress, badge } = kcache;
+  const { api, count, ago, millis, time, facts, row, el, progress, badge, showError } = kcache;
   const WAIT_MS = 25000; // one request per 25 s while nothing changes
   const GAP_MS = 300; // at least this between two requests while jobs change
   const LIMIT = 200;
@@ -191,11 +191,6 @@
     el('detail-log').textContent = job.log || (active(job) ? '(the log comes when the compile ends)' : '(no log)');
     el('detail').hidden = false;
     el('detail').scrollIntoView({ block: 'nearest' });
-  }
-
-  function showError(error) {
-    el('error').textContent = String(error.message || error);
-    el('error').hidden = false;
   }
 
   // Long-polls until a newer loop starts. Errors (kcached restarting, say)

@@ -87,6 +87,8 @@ const kcache = (() => {
     el('token').focus();
   }
 
+  // Every page's way to show a failed request: a refused token asks for
+  // another, anything else goes in the page's error line.
   function showError(error) {
     if (error instanceof HttpError && error.status === 401) {
       showSignIn(token() ? 'That token was refused: ' + error.message : '');
@@ -345,7 +347,7 @@ const kcache = (() => {
   });
 
   return {
-    api, start, whoami, count, bytes, ratio, time, ago, millis, micros, duration, facts, row,
-    progress, badge, svg, lineChart, el, HttpError,
+    api, start, showError, whoami, count, bytes, ratio, time, ago, millis, micros, duration, facts,
+    row, progress, badge, svg, lineChart, el, HttpError,
   };
 })();

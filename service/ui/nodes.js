@@ -3,7 +3,7 @@
 'use strict';
 
 (() => {
-  const { api, count, ago, time, facts, row, el } = kcache;
+  const { api, count, ago, time, facts, row, el, showError } = kcache;
   const REFRESH_MS = 10000;
   let timer = null;
 
@@ -63,11 +63,6 @@
     el('cluster').hidden = false;
     el('single').hidden = true;
     timer = setTimeout(() => load().catch(showError), REFRESH_MS);
-  }
-
-  function showError(error) {
-    el('error').textContent = String(error.message || error);
-    el('error').hidden = false;
   }
 
   document.addEventListener('DOMContentLoaded', () => {

@@ -6,7 +6,7 @@
 'use strict';
 
 (() => {
-  const { api, count, time, facts, row, el } = kcache;
+  const { api, count, time, facts, row, el, showError } = kcache;
   const LIMIT = 100;
 
   // Strings, finite numbers and booleans as text; anything else (an object,
@@ -130,11 +130,6 @@
       ranks.append(rankReport(rank, plain ? report : {}));
     }
     el('detail').hidden = false;
-  }
-
-  function showError(error) {
-    el('error').textContent = String(error.message || error);
-    el('error').hidden = false;
   }
 
   document.addEventListener('DOMContentLoaded', () => {

@@ -176,7 +176,6 @@ class Prefetch:
                         continue
                     self._stats["prefetch_bytes"] += len(value)
                     if self._local(key, value, metadata):
-                        self._used[key] = (len(value), metadata)  # Inductor reads it from disk now
                         continue
                     self._values[key] = (value, metadata)
             event.set()
@@ -192,9 +191,10 @@ class Prefetch:
             for key, (value, metadata) in list(self._values.items()):
                 if self._local(key, value, metadata):
                     del self._values[key]
-                    self._used[key] = (len(value), metadata)  # Inductor reads it from disk now
 
     def _local(self, key: str, value: bytes, metadata: dict) -> bool:
+        """Writes a fetched entry to Inductor's local cache (the caller holds
+        the lock); a written entry counts as used by this run."""
         if self._write_local is None:
             return False
         try:
@@ -204,6 +204,7 @@ class Prefetch:
             return False
         if written:
             self._stats["prefetch_local_writes"] += 1
+            self._used[key] = (len(value), metadata)  # Inductor reads it from disk now: used
         return written
 
     def save(self) -> bool:
