@@ -415,9 +415,10 @@ public:
     base.entry = entry_;
     base.reference = {"reference", reference_.variant.params, *reference_.binary};
     bench_ = search->benchmark;
+    GpuBench session(gpu_); // the search's rounds share modules, inputs and the reference's outputs
     return run_search(*search, *space, compiled_, base,
                       [&](const BenchRequest& request, BenchPhase /*no deadline here*/) {
-                        return bench_on_gpu(gpu_, request);
+                        return bench_on_gpu(session, request);
                       });
   }
   const BenchmarkSpec& last_bench() const { return bench_; }

@@ -234,6 +234,7 @@ json tuning_table_json(const TuningTable& table) {
               {"bench_seconds", table.bench_seconds},
               {"stopped", table.stopped},
               {"round_seconds", table.round_seconds},
+              {"bench_workers", table.bench_workers},
               {"rows", std::move(rows)}};
 }
 
@@ -248,6 +249,7 @@ tl::expected<TuningTable, std::string> tuning_table_from_json(const json& doc) {
     t.bench_seconds = doc.value("bench_seconds", 0.0);
     t.stopped = doc.value("stopped", std::string());
     t.round_seconds = doc.value("round_seconds", std::vector<double>());
+    t.bench_workers = protocol::json_integer(doc, "bench_workers", 0);
     for (const json& r : doc.at("rows")) {
       TuningRow row;
       row.id = r.at("id").get<std::string>();

@@ -36,6 +36,17 @@ std::string encode_bench_request(const BenchRequest& request) {
   return wire::encode_parts(parts);
 }
 
+std::string frame_bench_request(const BenchRequest& request) {
+  std::string body = encode_bench_request(request);
+  return std::to_string(body.size()) + "\n" + body;
+}
+
+void write_bench_result(std::FILE* out, const BenchResult& result) {
+  const std::string line = encode_bench_result(result) + "\n";
+  std::fwrite(line.data(), 1, line.size(), out);
+  std::fflush(out);
+}
+
 tl::expected<BenchRequest, std::string> decode_bench_request(std::string_view body) {
   auto parts = wire::decode_parts(body);
   if (!parts || parts->empty() || (*parts)[0].name != "request") {

@@ -181,19 +181,13 @@ void pin_to_one_cpu() {
   }
 }
 
-void emit(std::FILE* out, const BenchResult& r) {
-  const std::string line = encode_bench_result(r) + "\n";
-  std::fwrite(line.data(), 1, line.size(), out);
-  std::fflush(out);
-}
-
 } // namespace
 
 void run_cpu_bench(const BenchRequest& request, std::FILE* out) {
   auto search = parse_autotune(request.search_json);
   auto fail_all = [&](const std::string& why) {
     for (const BenchVariant& v : request.variants) {
-      emit(out, BenchResult{v.id, "error", 0, 0, 0, why});
+      write_bench_result(out, BenchResult{v.id, "error", 0, 0, 0, why});
     }
   };
   if (!search) {
@@ -219,7 +213,7 @@ void run_cpu_bench(const BenchRequest& request, std::FILE* out) {
                          std::to_string(m.result.max_error) + ")";
       }
     }
-    emit(out, m.result);
+    write_bench_result(out, m.result);
   }
 }
 

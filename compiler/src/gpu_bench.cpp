@@ -1,16 +1,37 @@
 #include <kcache/compiler/bench_inputs.h>
 #include <kcache/compiler/gpu_bench.h>
+#include <kcache/protocol/json_text.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <memory>
+#include <unordered_map>
 
 namespace kcache::compiler {
 namespace {
 
 using DevicePtr = CudaDriver::DevicePtr;
 
+// The search as far as its inputs go: without the repeats and warm-up that
+// halving changes between rounds.
+std::string inputs_key(const std::string& search_json) {
+  nlohmann::json doc = protocol::parse_json_or_discarded(search_json);
+  if (doc.is_object() && doc.contains("benchmark") && doc["benchmark"].is_object()) {
+    doc["benchmark"].erase("repeats");
+    doc["benchmark"].erase("warmup");
+  }
+  return protocol::json_text(doc);
+}
+
 // What a block gets without opting in to more (cuFuncSetAttribute).
 constexpr std::int64_t kDefaultSharedBytes = std::int64_t{48} * 1024;
+
+} // namespace
+
+// What GpuBench::State holds (a named namespace: a class member's type may
+// not come from an unnamed one).
+namespace gpu_bench_detail {
 
 // A variant's arguments on the device; freed with it.
 class DeviceArgs {
@@ -127,13 +148,61 @@ private:
   std::unique_ptr<DeviceArgs> args_;
 };
 
+// Loaded variants, by entry and CUBIN bytes (exact: two variants whose
+// binaries are equal are the same kernel). The driver unloads them with its
+// context; a search loads each of its variants once.
+class ModuleCache {
+public:
+  struct Loaded {
+    CudaDriver::Handle function = nullptr;
+    CudaDriver::FunctionLimits limits;
+    std::int64_t dynamic_shared_allowed = 0; // raised with allow_dynamic_shared
+  };
+  explicit ModuleCache(CudaDriver& gpu) : gpu_(gpu) {}
+  tl::expected<Loaded*, std::string> get(const std::string& entry, const std::string& binary) {
+    std::string key = entry;
+    key.push_back('\0');
+    key += binary;
+    if (const auto it = loaded_.find(key); it != loaded_.end()) {
+      return &it->second;
+    }
+    auto module = gpu_.load_module(binary);
+    if (!module) {
+      return tl::unexpected(module.error());
+    }
+    auto fn = gpu_.function(*module, entry);
+    if (!fn) {
+      return tl::unexpected(fn.error());
+    }
+    auto limits = gpu_.limits(*fn);
+    if (!limits) {
+      return tl::unexpected(limits.error());
+    }
+    return &loaded_.emplace(std::move(key), Loaded{*fn, *limits, 0}).first->second;
+  }
+
+private:
+  CudaDriver& gpu_;
+  std::unordered_map<std::string, Loaded> loaded_;
+};
+
+} // namespace gpu_bench_detail
+
+namespace {
+
+using gpu_bench_detail::ArgsCache;
+using gpu_bench_detail::DeviceArgs;
+using gpu_bench_detail::ModuleCache;
+
 struct Measured {
   BenchResult result;
   OutputBytes outputs;
+  bool context_suspect = false; // failed on the device: the context may be unusable
 };
 
-Measured measure(CudaDriver& gpu, ArgsCache& cache, const BenchmarkSpec& bench,
-                 const std::string& entry, const BenchVariant& v, bool check) {
+Measured measure(CudaDriver& gpu, ModuleCache& modules, ArgsCache& cache,
+                 const BenchmarkSpec& bench, const std::string& entry, const BenchVariant& v,
+                 bool check) {
   Measured m;
   m.result.id = v.id;
   m.result.status = "error";
@@ -156,18 +225,13 @@ Measured measure(CudaDriver& gpu, ArgsCache& cache, const BenchmarkSpec& bench,
     return fail("launch geometry out of range: grid " + std::to_string(*grid) + ", block " +
                 std::to_string(*block));
   }
-  auto module = gpu.load_module(v.binary);
-  if (!module) {
-    return fail(module.error());
+  auto loaded = modules.get(entry, v.binary);
+  if (!loaded) {
+    return fail(loaded.error());
   }
-  auto fn = gpu.function(*module, entry);
-  if (!fn) {
-    return fail(fn.error());
-  }
-  auto limits = gpu.limits(*fn);
-  if (!limits) {
-    return fail(limits.error());
-  }
+  ModuleCache::Loaded& module = **loaded;
+  const CudaDriver::Handle* fn = &module.function;
+  const CudaDriver::FunctionLimits* limits = &module.limits;
   // Dropped before it runs: more threads than its registers allow, or more
   // shared memory than a block may have.
   if (*block > limits->max_threads_per_block ||
@@ -180,16 +244,23 @@ Measured measure(CudaDriver& gpu, ArgsCache& cache, const BenchmarkSpec& bench,
         " B shared (device allows " + std::to_string(limits->device_max_shared_per_block) + ")";
     return m;
   }
-  if (*shared > kDefaultSharedBytes) {
+  if (*shared > kDefaultSharedBytes && *shared > module.dynamic_shared_allowed) {
     if (auto allowed = gpu.allow_dynamic_shared(*fn, static_cast<int>(*shared)); !allowed) {
       return fail(allowed.error());
     }
+    module.dynamic_shared_allowed = *shared;
   }
   auto cached = cache.get(bench, v.params);
   if (!cached) {
     return fail(cached.error());
   }
   DeviceArgs& args = **cached;
+  // From here a failure is the device's (a launch that faulted): CUDA
+  // errors are sticky, so the context may be unusable after it.
+  auto fail_on_device = [&](std::string why) {
+    m.context_suspect = true;
+    return fail(std::move(why));
+  };
   auto launch = [&](int set) -> tl::expected<void, std::string> {
     auto a = args.args(set);
     if (!a) {
@@ -200,7 +271,7 @@ Measured measure(CudaDriver& gpu, ArgsCache& cache, const BenchmarkSpec& bench,
   };
   for (int i = 0; i < bench.warmup; ++i) {
     if (auto r = launch(i); !r) {
-      return fail(r.error());
+      return fail_on_device(r.error());
     }
   }
   std::vector<double> times;
@@ -208,14 +279,14 @@ Measured measure(CudaDriver& gpu, ArgsCache& cache, const BenchmarkSpec& bench,
     // Zeroing outputs happens before the timed region.
     auto a = args.args(i);
     if (!a) {
-      return fail(a.error());
+      return fail_on_device(a.error());
     }
     auto ms = gpu.time_ms([&] {
       return gpu.launch(*fn, static_cast<unsigned>(*grid), static_cast<unsigned>(*block),
                         static_cast<unsigned>(*shared), *a);
     });
     if (!ms) {
-      return fail(ms.error());
+      return fail_on_device(ms.error());
     }
     times.push_back(*ms * 1000.0);
   }
@@ -225,14 +296,14 @@ Measured measure(CudaDriver& gpu, ArgsCache& cache, const BenchmarkSpec& bench,
     return m;
   }
   if (auto r = launch(0); !r) { // the checked run: input set 0, as the reference's
-    return fail(r.error());
+    return fail_on_device(r.error());
   }
   if (auto s = gpu.synchronize(); !s) {
-    return fail(s.error());
+    return fail_on_device(s.error());
   }
   auto outputs = args.outputs();
   if (!outputs) {
-    return fail(outputs.error());
+    return fail_on_device(outputs.error());
   }
   m.outputs = std::move(*outputs);
   m.result.status = "ok";
@@ -241,11 +312,33 @@ Measured measure(CudaDriver& gpu, ArgsCache& cache, const BenchmarkSpec& bench,
 
 } // namespace
 
-std::vector<BenchResult> bench_on_gpu(CudaDriver& gpu, const BenchRequest& request) {
+// What a search's rounds share. The host arguments point into `search`,
+// which is kept while requests differ only in their repeats and warm-up.
+struct GpuBench::State {
+  explicit State(CudaDriver& gpu) : modules(gpu) {}
+  gpu_bench_detail::ModuleCache modules;
+  std::string inputs_key; // the search less its repeats and warm-up
+  std::unique_ptr<AutotuneSearch> search;
+  std::unique_ptr<gpu_bench_detail::ArgsCache> args;
+  std::string reference_key; // reference binary and its arguments' signature
+  OutputBytes reference_outputs;
+};
+
+GpuBench::GpuBench(CudaDriver& gpu) : gpu_(gpu), state_(std::make_unique<State>(gpu)) {}
+GpuBench::~GpuBench() = default;
+
+std::vector<BenchResult> GpuBench::run(const BenchRequest& request,
+                                       const std::function<void(const BenchResult&)>& emit) {
   std::vector<BenchResult> results;
+  auto report = [&](BenchResult r) {
+    if (emit) {
+      emit(r);
+    }
+    results.push_back(std::move(r));
+  };
   auto fail_all = [&](const std::string& why) {
     for (const BenchVariant& v : request.variants) {
-      results.push_back(BenchResult{v.id, "error", 0, 0, 0, why});
+      report(BenchResult{v.id, "error", 0, 0, 0, why});
     }
     return results;
   };
@@ -253,44 +346,67 @@ std::vector<BenchResult> bench_on_gpu(CudaDriver& gpu, const BenchRequest& reque
   if (!search) {
     return fail_all(search.error());
   }
-  const BenchmarkSpec& bench = search->benchmark;
-  ArgsCache cache(gpu);
-  const Measured reference =
-      request.check ? measure(gpu, cache, bench, request.entry, request.reference, true)
-                    : Measured{BenchResult{"reference", "ok", 0, 0, 0, ""}, {}};
-  if (reference.result.status != "ok") {
-    return fail_all("the reference variant failed: " + reference.result.error);
+  State& st = *state_;
+  const std::string key = inputs_key(search->json);
+  if (!st.search || key != st.inputs_key) {
+    st.args.reset(); // its host arguments point into the search it replaces
+    st.reference_key.clear();
+    st.reference_outputs.clear();
+    st.search = std::make_unique<AutotuneSearch>(std::move(*search));
+    st.inputs_key = key;
+    st.args = std::make_unique<gpu_bench_detail::ArgsCache>(gpu_);
+  } else {
+    st.search->benchmark.repeats = search->benchmark.repeats;
+    st.search->benchmark.warmup = search->benchmark.warmup;
+  }
+  const BenchmarkSpec& bench = st.search->benchmark;
+  if (request.check) {
+    auto signature = args_signature(bench, request.reference.params);
+    if (!signature) {
+      return fail_all("the reference variant failed: " + signature.error());
+    }
+    std::string reference_key = *signature;
+    reference_key.push_back('\0');
+    reference_key += request.reference.binary;
+    if (reference_key != st.reference_key) {
+      Measured reference =
+          measure(gpu_, st.modules, *st.args, bench, request.entry, request.reference, true);
+      if (reference.result.status != "ok") {
+        return fail_all("the reference variant failed: " + reference.result.error);
+      }
+      st.reference_outputs = std::move(reference.outputs);
+      st.reference_key = std::move(reference_key);
+    }
   }
   for (const BenchVariant& v : request.variants) {
-    Measured m = measure(gpu, cache, bench, request.entry, v, request.check);
+    Measured m = measure(gpu_, st.modules, *st.args, bench, request.entry, v, request.check);
     if (m.result.status == "ok" && request.check) {
       bool ok = true;
-      m.result.max_error = compare_outputs(bench, m.outputs, reference.outputs, ok);
+      m.result.max_error = compare_outputs(bench, m.outputs, st.reference_outputs, ok);
       if (!ok) {
         m.result.status = "wrong";
         m.result.error = "output differs from the reference (max error " +
                          std::to_string(m.result.max_error) + ")";
       }
     }
-    results.push_back(std::move(m.result));
+    report(std::move(m.result));
+    if (m.context_suspect) {
+      break;
+    }
   }
   return results;
 }
 
-void run_gpu_bench(const BenchRequest& request, std::FILE* out) {
+std::vector<BenchResult> bench_on_gpu(GpuBench& bench, const BenchRequest& request) {
   std::vector<BenchResult> results;
-  if (auto gpu = CudaDriver::open()) {
-    results = bench_on_gpu(**gpu, request);
-  } else {
-    for (const BenchVariant& v : request.variants) {
-      results.push_back(BenchResult{v.id, "error", 0, 0, 0, gpu.error()});
-    }
+  BenchRequest rest = request;
+  while (results.size() < request.variants.size()) {
+    rest.variants.assign(request.variants.begin() + static_cast<std::ptrdiff_t>(results.size()),
+                         request.variants.end());
+    std::vector<BenchResult> more = bench.run(rest);
+    results.insert(results.end(), more.begin(), more.end());
   }
-  for (const BenchResult& r : results) {
-    const std::string line = encode_bench_result(r) + "\n";
-    std::fwrite(line.data(), 1, line.size(), out);
-  }
-  std::fflush(out);
+  return results;
 }
 
 } // namespace kcache::compiler

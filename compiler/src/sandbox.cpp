@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -40,7 +41,20 @@ std::uint64_t handled_rights(int abi) {
 
 // glibc has no wrappers for the Landlock system calls (and Debian packages no
 // liblandlock), so they are called directly, as the kernel's own sample does.
-long create_ruleset(const landlock_ruleset_attr* attr, std::size_t size, std::uint32_t flags) {
+// struct landlock_ruleset_attr as kernels 6.12 and later define it: Debian
+// 12's headers (6.1) stop at its first field. The kernel takes a prefix of
+// it, sized for the ABI in use.
+struct RulesetAttr {
+  std::uint64_t handled_access_fs;
+  std::uint64_t handled_access_net; // ABI 4
+  std::uint64_t scoped;             // ABI 6
+};
+constexpr std::uint64_t kAccessNetBindTcp = 1ULL << 0;
+constexpr std::uint64_t kAccessNetConnectTcp = 1ULL << 1;
+constexpr std::uint64_t kScopeAbstractUnixSocket = 1ULL << 0;
+constexpr std::uint64_t kScopeSignal = 1ULL << 1;
+
+long create_ruleset(const RulesetAttr* attr, std::size_t size, std::uint32_t flags) {
   return ::syscall(SYS_landlock_create_ruleset, attr, size, flags);
 }
 
@@ -92,6 +106,20 @@ tl::expected<void, std::string> allow(int ruleset, const std::string& path, std:
 
 } // namespace
 
+std::vector<std::string> system_read_paths() {
+  return {"/usr",
+          "/lib",
+          "/lib64",
+          "/etc/ld.so.cache",
+          "/etc/os-release",
+          "/etc/lsb-release",
+          "/etc/debian_version",
+          "/etc/localtime",
+          "/proc/self",
+          "/dev/urandom",
+          "/dev/zero"};
+}
+
 tl::expected<int, std::string> landlock_abi() {
   const long abi = create_ruleset(nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
   if (abi < 0) {
@@ -107,8 +135,17 @@ tl::expected<int, std::string> confine_filesystem(const SandboxPolicy& policy) {
     return tl::unexpected(abi.error());
   }
   const std::uint64_t handled = handled_rights(*abi);
-  const landlock_ruleset_attr attr{handled};
-  const Fd ruleset(static_cast<int>(create_ruleset(&attr, sizeof attr, 0)));
+  RulesetAttr attr{handled, 0, 0};
+  std::size_t attr_size = sizeof attr.handled_access_fs; // what ABI 1-3 take
+  if (policy.isolate && *abi >= 4) {
+    attr.handled_access_net = kAccessNetBindTcp | kAccessNetConnectTcp; // and no rule allows any
+    attr_size = offsetof(RulesetAttr, scoped);
+  }
+  if (policy.isolate && *abi >= 6) {
+    attr.scoped = kScopeAbstractUnixSocket | kScopeSignal;
+    attr_size = sizeof attr;
+  }
+  const Fd ruleset(static_cast<int>(create_ruleset(&attr, attr_size, 0)));
   if (ruleset.get() < 0) {
     return tl::unexpected(std::string("landlock_create_ruleset: ") + std::strerror(errno));
   }

@@ -3,7 +3,7 @@
 // WorkerRunner with CPU-time and memory limits: a compiler that crashes,
 // loops or eats memory takes down this process only.
 
-#include "cpu_bench.h"
+#include "bench_serve.h"
 
 #include <kcache/compiler/backends.h>
 #include <kcache/compiler/bench_protocol.h>
@@ -80,17 +80,7 @@ void enter_sandbox(const ScratchDirectory& scratch,
     return;
   }
   SandboxPolicy policy;
-  policy.read_paths = {"/usr",
-                       "/lib",
-                       "/lib64",
-                       "/etc/ld.so.cache",
-                       "/etc/os-release",
-                       "/etc/lsb-release",
-                       "/etc/debian_version",
-                       "/etc/localtime",
-                       "/proc/self",
-                       "/dev/urandom",
-                       "/dev/zero"};
+  policy.read_paths = system_read_paths();
   for (std::string& dir : backend.toolchain_dirs()) {
     policy.read_paths.push_back(std::move(dir));
   }
@@ -113,22 +103,6 @@ int print_sandbox() {
   }
 }
 
-// `kcache-worker --bench`: benchmarks autotune variants (bench_protocol.h).
-int run_bench(const std::string& input) {
-  using namespace kcache::compiler;
-  auto request = decode_bench_request(input);
-  if (!request) {
-    std::cerr << "kcache-worker: " << request.error() << "\n";
-    return 2;
-  }
-  if (request->device == "cuda") {
-    run_gpu_bench(*request, stdout); // through the driver API, dlopen'ed
-    return 0;
-  }
-  run_cpu_bench(*request, stdout);
-  return 0;
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
@@ -148,21 +122,21 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::string_view(argv[1]) == "--sandbox") {
     return print_sandbox();
   }
-  const bool bench = argc == 2 && std::string_view(argv[1]) == "--bench";
+  if (argc == 2 && std::string_view(argv[1]) == "--bench") {
+    return serve_bench();
+  }
   const bool scratch_given = argc == 3 && std::string_view(argv[1]) == "--scratch";
-  if (argc != 1 && !bench && !scratch_given) {
+  if (argc != 1 && !scratch_given) {
     std::cerr << "usage: kcache-worker [--scratch DIR] < spec > outcome\n"
-                 "       kcache-worker --bench < request > results\n"
+                 "       kcache-worker --bench < requests > results\n"
                  "       kcache-worker --toolchains | --host-target | --sandbox\n"
                  "  Compiles one CompileSpec read from stdin in DIR (run by kcached), or\n"
-                 "  with --bench benchmarks autotune variants (bench_protocol.h).\n";
+                 "  with --bench benchmarks autotune variants, request after request\n"
+                 "  (bench_protocol.h).\n";
     return 2;
   }
   const std::string input((std::istreambuf_iterator<char>(std::cin)),
                           std::istreambuf_iterator<char>());
-  if (bench) {
-    return run_bench(input);
-  }
   const ScratchDirectory scratch(scratch_given ? argv[2] : "");
   CompileOutcome outcome = tl::unexpected(CompileError{});
   // The worker checks the spec again: it is what reads files, whoever sent it.

@@ -1,13 +1,9 @@
+#include "worker_process.h"
+
 #include <kcache/compiler/diagnostics.h>
 #include <kcache/compiler/worker_runner.h>
 
-#include <fcntl.h>
-#include <poll.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
@@ -21,64 +17,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-class Fd {
-public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    reset(std::exchange(other.fd_, -1));
-    return *this;
-  }
-  ~Fd() { reset(); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) {
-      ::close(fd_);
-    }
-    fd_ = fd;
-  }
-
-private:
-  int fd_;
-};
-
-struct Pipe {
-  Fd read, write;
-};
-
-bool make_pipe(Pipe& p) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
-    return false;
-  }
-  p.read.reset(fds[0]);
-  p.write.reset(fds[1]);
-  return true;
-}
-
-// The worker's stdin is a socket, not a pipe: writing to a worker that died
-// before reading its request then fails with EPIPE (send with MSG_NOSIGNAL)
-// instead of raising SIGPIPE, which would kill the calling daemon.
-bool make_input_channel(Pipe& p) {
-  int fds[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
-    return false;
-  }
-  p.read.reset(fds[0]);
-  p.write.reset(fds[1]);
-  return true;
-}
-
 WorkerOutcome failure(WorkerExit exit, CompileError::Code code, std::string message,
                       std::string log = {}) {
   return WorkerOutcome{
       tl::unexpected(CompileError{code, std::move(message), std::move(log)}), {}, exit};
 }
 
-// What the runner holds of a worker's stderr, and what of it a job's log keeps.
-constexpr std::size_t kMaxStderr = 1 << 20;
+// What of a worker's stderr a job's log keeps.
 constexpr std::size_t kStderrTail = 4096;
 
 // The cleaned end of a worker's stderr (log_tail does the cutting).
@@ -145,116 +90,28 @@ WorkerRunner::Exchange WorkerRunner::exchange(const std::vector<std::string>& ar
                                               bool limit_memory,
                                               std::chrono::milliseconds wall_clock) const {
   Exchange x;
-  Pipe in, out, err;
-  if (!make_input_channel(in) || !make_pipe(out) || !make_pipe(err)) {
-    x.start_error = std::string("pipe: ") + std::strerror(errno);
+  auto process = WorkerProcess::spawn(worker_binary_, args, spawn_limits(limit_memory));
+  if (!process) {
+    x.start_error = process.error();
     return x;
-  }
-  // Everything the child needs is prepared before fork: after it, in a
-  // multithreaded parent, only async-signal-safe calls are allowed.
-  const rlimit cpu{static_cast<rlim_t>(limits_.cpu_time.count()),
-                   static_cast<rlim_t>(limits_.cpu_time.count() + 1)};
-  const rlimit memory{static_cast<rlim_t>(limits_.memory_bytes),
-                      static_cast<rlim_t>(limits_.memory_bytes)};
-  std::vector<std::string> storage = {worker_binary_};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  argv.reserve(storage.size() + 1);
-  for (std::string& a : storage) {
-    argv.push_back(a.data());
-  }
-  argv.push_back(nullptr);
-
-  const auto started = Clock::now();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    x.start_error = std::string("fork: ") + std::strerror(errno);
-    return x;
-  }
-  if (pid == 0) {
-    // A worker never outlives the daemon (kill -9 included): its job is
-    // journaled and runs again after the restart.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    ::setrlimit(RLIMIT_CPU, &cpu);
-    if (limit_memory && memory.rlim_cur > 0) {
-      ::setrlimit(RLIMIT_AS, &memory);
-    }
-    ::dup2(in.read.get(), STDIN_FILENO);
-    ::dup2(out.write.get(), STDOUT_FILENO);
-    ::dup2(err.write.get(), STDERR_FILENO);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
   }
   x.started = true;
-  in.read.reset();
-  out.write.reset();
-  err.write.reset();
-  ::fcntl(in.write.get(), F_SETFL, O_NONBLOCK);
-  if (input.empty()) {
-    in.write.reset();
-  }
-
-  // Feed the input and drain both outputs together: either side may block.
-  std::size_t written = 0;
-  const auto deadline = Clock::now() + wall_clock;
-  while (out.read.get() >= 0 || err.read.get() >= 0) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) {
-      x.timed_out = true;
-      break;
-    }
-    if (stop.stop_requested()) {
-      x.cancelled = true;
-      break;
-    }
-    pollfd fds[3] = {
-        {out.read.get(), POLLIN, 0}, {err.read.get(), POLLIN, 0}, {in.write.get(), POLLOUT, 0}};
-    // Short polls: a cancel is noticed within 50 ms.
-    if (::poll(fds, 3, static_cast<int>(std::min<std::int64_t>(left.count(), 50))) < 0 &&
-        errno != EINTR) {
-      break;
-    }
-    if (in.write.get() >= 0 && (fds[2].revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
-      const ssize_t n = ::send(in.write.get(), input.data() + written, input.size() - written,
-                               MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n > 0) {
-        written += static_cast<std::size_t>(n);
-      }
-      if (n < 0 && errno != EAGAIN) {
-        in.write.reset(); // the worker is gone; its exit status will say why
-      }
-      if (written == input.size()) {
-        in.write.reset(); // EOF: the worker starts compiling
-      }
-    }
-    for (auto [fd, sink] : {std::pair{&out.read, &x.reply}, std::pair{&err.read, &x.errors}}) {
-      const pollfd& p = fd == &out.read ? fds[0] : fds[1];
-      if (fd->get() >= 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
-        char buffer[65536];
-        const ssize_t n = ::read(fd->get(), buffer, sizeof buffer);
-        if (n > 0) {
-          sink->append(buffer, static_cast<std::size_t>(n));
-          if (sink == &x.errors && x.errors.size() > kMaxStderr) {
-            x.errors.erase(0, x.errors.size() - kMaxStderr / 2); // a runaway writer
-          }
-        } else if (n == 0 || errno != EAGAIN) {
-          fd->reset();
-        }
-      }
-    }
-  }
-  if (x.timed_out || x.cancelled) {
-    ::kill(pid, SIGKILL);
-  }
-  rusage usage{};
-  while (::wait4(pid, &x.status, 0, &usage) < 0 && errno == EINTR) {
-  }
-  x.elapsed = Clock::now() - started;
-  x.peak_rss = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
-  x.cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-                  static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+  const auto ended =
+      (*process)->converse(input, /*close_input=*/true, {}, Clock::now() + wall_clock, stop);
+  x.timed_out = ended == WorkerProcess::Ended::kTimedOut;
+  x.cancelled = ended == WorkerProcess::Ended::kCancelled;
+  const WorkerProcess::Exit exit = (*process)->finish(/*kill=*/x.timed_out || x.cancelled);
+  x.reply = std::move((*process)->out());
+  x.errors = (*process)->errors();
+  x.status = exit.status;
+  x.peak_rss = exit.peak_rss;
+  x.cpu_seconds = exit.cpu_seconds;
+  x.elapsed = exit.elapsed;
   return x;
+}
+
+SpawnLimits WorkerRunner::spawn_limits(bool limit_memory) const {
+  return SpawnLimits{limits_.cpu_time, limit_memory ? limits_.memory_bytes : 0};
 }
 
 // Which limit ended a compile, if one did. Under RLIMIT_AS an allocation
@@ -384,65 +241,7 @@ WorkerOutcome WorkerRunner::run(const CompileSpec& spec, const std::stop_token& 
 
 std::vector<BenchResult> WorkerRunner::bench(const BenchRequest& request,
                                              const std::stop_token& stop) const {
-  std::map<std::string, BenchResult> results;
-  BenchRequest pending = request;
-  // No address-space limit on a GPU bench: the CUDA driver reserves virtual
-  // address space for unified addressing far beyond any RLIMIT_AS a worker
-  // gets (cuInit fails under one). Its host memory stays bounded: the
-  // benchmark's buffers are capped at 4 GiB (bench_inputs.cpp).
-  const bool limit_memory = request.device != "cuda";
-  while (!pending.variants.empty()) {
-    Exchange x = exchange({"--bench"}, encode_bench_request(pending), stop, limit_memory,
-                          limits_.wall_clock);
-    std::size_t reported = 0;
-    std::size_t start = 0;
-    for (std::size_t end; (end = x.reply.find('\n', start)) != std::string::npos; start = end + 1) {
-      auto r = decode_bench_result(std::string_view(x.reply).substr(start, end - start));
-      if (r) {
-        results[r->id] = std::move(*r);
-        ++reported;
-      }
-    }
-    if (reported >= pending.variants.size()) {
-      break;
-    }
-    // The process ended early: the first unreported variant took it down.
-    std::string why =
-        x.cancelled   ? "the job was cancelled"
-        : x.timed_out ? "exceeded the wall-clock limit of " +
-                            std::to_string(limits_.wall_clock.count()) + " ms"
-        : !x.started ? x.start_error
-        : WIFSIGNALED(x.status)
-            ? std::string("crashed with signal ") + ::strsignal(WTERMSIG(x.status))
-            : "the bench worker exited with status " + std::to_string(WEXITSTATUS(x.status));
-    if (!x.errors.empty()) {
-      why += ": " + stderr_tail(x.errors, 400);
-    }
-    std::vector<BenchVariant> rest;
-    bool blamed = false;
-    for (BenchVariant& v : pending.variants) {
-      if (results.contains(v.id)) {
-        continue;
-      }
-      if (!blamed || x.cancelled || !x.started) {
-        // The first unreported variant was running when the process ended;
-        // after a cancel or a failed start, none of the rest will run either.
-        results[v.id] = BenchResult{v.id, "error", 0, 0, 0, why};
-        blamed = true;
-        continue;
-      }
-      rest.push_back(std::move(v));
-    }
-    pending.variants = std::move(rest);
-  }
-  std::vector<BenchResult> out;
-  out.reserve(request.variants.size());
-  for (const BenchVariant& v : request.variants) {
-    const auto it = results.find(v.id);
-    out.push_back(it != results.end() ? it->second
-                                      : BenchResult{v.id, "error", 0, 0, 0, "no result"});
-  }
-  return out;
+  return open_bench()->bench(request, stop);
 }
 
 tl::expected<Toolchains, std::string> WorkerRunner::toolchains() const {

@@ -22,7 +22,7 @@ namespace {
 // One round, stopped where the search's budget runs out (inside the round:
 // the bench worker is killed, as on a cancel). The variants it did not time
 // come back as not-timed, so the table says why they have no time.
-std::vector<compiler::BenchResult> bench_within(const JobRunner& runner,
+std::vector<compiler::BenchResult> bench_within(compiler::BenchSession& session,
                                                 const compiler::BenchRequest& request,
                                                 const std::stop_token& cancel,
                                                 std::chrono::steady_clock::time_point deadline,
@@ -39,7 +39,7 @@ std::vector<compiler::BenchResult> bench_within(const JobRunner& runner,
       stop.request_stop();
     }
   });
-  std::vector<compiler::BenchResult> results = runner.bench(request, stop.get_token());
+  std::vector<compiler::BenchResult> results = session.bench(request, stop.get_token());
   timer.request_stop();
   timer.join();
   if (expired && !cancel.stop_requested()) {
@@ -185,6 +185,9 @@ AutotuneCoordinator::benchmark(const std::string& id, const State& state,
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                               std::chrono::duration<double>(s.search.budget.max_seconds));
+    // One session for the whole search: its rounds share a worker (a GPU
+    // context, loaded variants, inputs and the reference's outputs).
+    const std::unique_ptr<compiler::BenchSession> session = runner.open_bench();
     table = compiler::run_search(
         s.search, s.space, compiled, base,
         [&](const compiler::BenchRequest& request, compiler::BenchPhase phase) {
@@ -192,8 +195,9 @@ AutotuneCoordinator::benchmark(const std::string& id, const State& state,
                                  ? std::max(deadline, std::chrono::steady_clock::now() +
                                                           winner_check_allowance(s.search))
                                  : deadline;
-          return bench_within(runner, request, cancel, until, s.search.budget.max_seconds);
+          return bench_within(*session, request, cancel, until, s.search.budget.max_seconds);
         });
+    table.bench_workers = session->workers_started();
     if (!table.winner) {
       out.failure = "no variant ran correctly";
     }

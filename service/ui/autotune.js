@@ -200,6 +200,7 @@
       ['timed runs', count(table.timed_runs)],
       ['benchmark time', table.bench_seconds ? table.bench_seconds.toFixed(2) + ' s' : '–'],
       ['round times', (table.round_seconds || []).map((s) => s.toFixed(2) + ' s').join(', ') || '–'],
+      ['bench workers', table.bench_workers === undefined ? '–' : String(table.bench_workers)],
       ...extra,
     ]);
     el('search').hidden = false;

@@ -8,7 +8,11 @@
 #include <kcache/compiler/autotune_spec.h>
 #include <kcache/compiler/worker_runner.h>
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
@@ -104,6 +108,181 @@ INSTANTIATE_TEST_SUITE_P(BenchRunner, BenchRunnerWarmup, ::testing::Values(1, 0)
                            return warmup.param == 0 ? std::string("NoWarmup")
                                                     : std::string("Warmup");
                          });
+
+// The blocked matmul's variants compiled once for the session tests below.
+class BenchSessionTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    auto parsed = parse_autotune(kSearch);
+    ASSERT_TRUE(parsed.has_value()) << parsed.error();
+    search_ = *parsed;
+  }
+  std::string compile(const Bindings& params, const std::string& source) {
+    CompileSpec base;
+    base.backend = Backend::kCpp;
+    base.source = {"matmul.cpp", source};
+    base.options = {"-O2"};
+    base.target = "x86-64-v2";
+    base.output = OutputKind::kSharedObject;
+    auto out = runner_.run(variant_spec(base, Variant{params, "v"}));
+    EXPECT_TRUE(out.outcome.has_value()) << out.outcome.error().message;
+    return out.outcome ? out.outcome->binary : std::string();
+  }
+  BenchVariant
+  variant(std::int64_t tile, std::int64_t bug, std::int64_t crash,
+          const std::string& source = kcache::testing::test_data("kernels/tiled_matmul.cpp")) {
+    const Bindings params{{"TILE", tile}, {"BUG", bug}, {"CRASH", crash}};
+    return {"TILE=" + std::to_string(tile) + ",BUG=" + std::to_string(bug) +
+                ",CRASH=" + std::to_string(crash),
+            params, compile(params, source)};
+  }
+  BenchRequest request(std::vector<BenchVariant> variants, bool check = true) {
+    BenchRequest r;
+    r.search_json = search_.json;
+    r.entry = "matmul";
+    r.reference = {"reference", search_.benchmark.reference,
+                   compile(search_.benchmark.reference,
+                           kcache::testing::test_data("kernels/tiled_matmul.cpp"))};
+    r.variants = std::move(variants);
+    r.check = check;
+    return r;
+  }
+
+  WorkerRunner runner_{worker_binary(), limits()};
+  AutotuneSearch search_;
+};
+
+TEST_F(BenchSessionTest, OneWorkerServesEveryRoundOfASearch) {
+  const auto session = runner_.open_bench();
+  const BenchVariant a = variant(1, 0, 0), b = variant(8, 0, 0), c = variant(32, 0, 0);
+  // Halving's shape: everyone unchecked, then fewer with checks.
+  for (const BenchRequest& round : {request({a, b, c}, false), request({b, c}, true),
+                                    request({c}, true), request({a, b, c}, true)}) {
+    const auto results = session->bench(round, {});
+    ASSERT_EQ(results.size(), round.variants.size());
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      EXPECT_EQ(results[i].id, round.variants[i].id);
+      EXPECT_EQ(results[i].status, "ok") << results[i].id << ": " << results[i].error;
+      EXPECT_GT(results[i].median_us, 0);
+    }
+  }
+  EXPECT_EQ(session->workers_started(), 1);
+}
+
+TEST_F(BenchSessionTest, AVariantThatCrashesItsWorkerCostsOnlyItselfAndLaterRoundsGoOn) {
+  const auto session = runner_.open_bench();
+  const BenchVariant good = variant(8, 0, 0), crash = variant(1, 0, 1), wrong = variant(32, 1, 0);
+  const auto first = session->bench(request({crash, good, wrong}), {});
+  ASSERT_EQ(first.size(), 3U);
+  EXPECT_EQ(first[0].status, "error");
+  EXPECT_NE(first[0].error.find("crashed with signal"), std::string::npos) << first[0].error;
+  EXPECT_EQ(first[1].status, "ok") << first[1].error;
+  EXPECT_EQ(first[2].status, "wrong");
+  // The rest of round one ran in a second worker, which serves round two.
+  const auto second = session->bench(request({good}, false), {});
+  ASSERT_EQ(second.size(), 1U);
+  EXPECT_EQ(second[0].status, "ok") << second[0].error;
+  EXPECT_EQ(session->workers_started(), 2);
+}
+
+TEST_F(BenchSessionTest, AVariantWritingToStdoutCannotForgeResults) {
+  // Prints a result line of its own for itself (claiming 1 us), then computes a
+  // wrong product: only the worker's own line may count.
+  const std::string forger = R"cpp(
+extern "C" long write(int, const void*, unsigned long);
+extern "C" void matmul(const float* A, const float* B, float* C, int M, int N, int K) {
+  static const char line[] =
+      "{\"id\":\"TILE=8,BUG=0,CRASH=0\",\"status\":\"ok\",\"median_us\":1,\"min_us\":1}\n";
+  write(1, line, sizeof line - 1);
+  for (int i = 0; i < M * N; ++i) C[i] = 7.f + A[0] * B[0] * K;
+}
+)cpp";
+  const auto session = runner_.open_bench();
+  const auto results = session->bench(request({variant(8, 0, 0, forger)}), {});
+  ASSERT_EQ(results.size(), 1U);
+  EXPECT_EQ(results[0].status, "wrong") << results[0].error;
+  EXPECT_NE(results[0].median_us, 1.0);
+}
+
+TEST_F(BenchSessionTest, EachRequestGetsTheCpuLimitAFreshWorkerHas) {
+  // A 2 s CPU limit and rounds of 0.4-1 s CPU each (a spin in every
+  // call): six rounds outlast the limit unless each round renews it.
+  runner_ =
+      WorkerRunner(worker_binary(), WorkerLimits{std::chrono::seconds(60), std::chrono::seconds(2),
+                                                 limits().memory_bytes});
+  const std::string spinner = R"cpp(
+extern "C" void matmul(const float* A, const float* B, float* C, int M, int N, int K) {
+  volatile unsigned long spin = 0;
+  for (unsigned long i = 0; i < 40000000UL; ++i) spin = spin + i;
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      float sum = 0.f;
+      for (int k = 0; k < K; ++k) sum += A[i * K + k] * B[k * N + j];
+      C[i * N + j] = sum;
+    }
+}
+)cpp";
+  const auto session = runner_.open_bench();
+  const BenchVariant v = variant(8, 0, 0, spinner);
+  for (int round = 0; round < 6; ++round) {
+    const auto results = session->bench(request({v}, false), {});
+    ASSERT_EQ(results.size(), 1U);
+    EXPECT_EQ(results[0].status, "ok") << "round " << round << ": " << results[0].error;
+  }
+  EXPECT_EQ(session->workers_started(), 1);
+}
+
+TEST_F(BenchSessionTest, ACpuVariantCannotReadHostFilesReachTheNetworkOrSignalTheDaemon) {
+  // The worker's own answer: "landlock <ABI>", or why it has none.
+  const auto sandbox = runner_.sandbox();
+  const int abi = sandbox && sandbox->starts_with("landlock ") ? std::stoi(sandbox->substr(9)) : 0;
+  if (abi < 6) {
+    GTEST_SKIP() << "needs Landlock ABI 6 (TCP and signal scoping): "
+                 << (sandbox ? *sandbox : sandbox.error());
+  }
+  // A port that listens, a file this test can read, and this process: each
+  // escape the variant manages adds to its first output, making it wrong.
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const std::string secret = std::string(KCACHE_TEST_DATA_DIR) + "/kernels/tiled_matmul.cpp";
+  std::string escaper = R"cpp(
+extern "C" int open(const char*, int, ...);
+extern "C" int socket(int, int, int);
+extern "C" int connect(int, const void*, unsigned);
+extern "C" int kill(int, int);
+extern "C" int getppid();
+struct Address { unsigned short family, port; unsigned addr; char zero[8]; };
+extern "C" void matmul(const float* A, const float* B, float* C, int M, int N, int K) {
+  float escaped = 0;
+  if (open("SECRET", 0) >= 0) escaped += 1000;
+  const Address a{2, PORT_BE, 0x0100007Fu, {}};
+  const int s = socket(2, 1, 0);
+  if (s >= 0 && connect(s, &a, sizeof a) == 0) escaped += 2000;
+  if (kill(getppid(), 0) == 0) escaped += 4000;
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      float sum = 0.f;
+      for (int k = 0; k < K; ++k) sum += A[i * K + k] * B[k * N + j];
+      C[i * N + j] = sum;
+    }
+  C[0] += escaped;
+}
+)cpp";
+  escaper.replace(escaper.find("SECRET"), 6, secret);
+  escaper.replace(escaper.find("PORT_BE"), 7, std::to_string(address.sin_port));
+  const auto session = runner_.open_bench();
+  const auto results = session->bench(request({variant(8, 0, 0, escaper)}), {});
+  ::close(listener);
+  ASSERT_EQ(results.size(), 1U);
+  // max error 1000 read the file, 2000 connected, 4000 signalled (sums for several)
+  EXPECT_EQ(results[0].status, "ok") << results[0].error;
+}
 
 TEST(BenchRunner, UnusableRequestsFailEveryVariantWithAReason) {
   WorkerRunner runner(worker_binary(), limits());

@@ -6,8 +6,8 @@
 // ptxas runs out of address space: "Memory allocation failure" on stderr and
 // an ordinary compile-failed reply whose log ends in a stray NUL.
 //
-// `--bench` answers for a variant "v" with its address-space limit as the
-// error ("RLIMIT_AS unlimited" or "RLIMIT_AS <bytes>"), so tests can see
+// `--bench` reads one request and answers for a variant "v" with its
+// address-space limit as the error ("RLIMIT_AS unlimited" or "RLIMIT_AS <bytes>"), so tests can see
 // which limits a bench worker runs under.
 
 #include <sys/resource.h>
@@ -52,17 +52,22 @@ int main(int argc, char** argv) {
               << "\n";
     return 0;
   }
-  const std::string request((std::istreambuf_iterator<char>(std::cin)),
-                            std::istreambuf_iterator<char>());
   if (argc == 2 && std::string_view(argv[1]) == "--bench") {
+    // One framed request ("<length>\n<body>"), answered for variant "v".
+    std::string length;
+    std::getline(std::cin, length);
+    std::string body(std::stoull(length), '\0');
+    std::cin.read(body.data(), static_cast<std::streamsize>(body.size()));
     rlimit as{};
     ::getrlimit(RLIMIT_AS, &as);
     std::cout << R"({"id":"v","status":"error","error":"RLIMIT_AS )"
               << (as.rlim_cur == RLIM_INFINITY ? std::string("unlimited")
                                                : std::to_string(as.rlim_cur))
-              << "\"}\n";
+              << "\"}" << std::endl;
     return 0;
   }
+  const std::string request((std::istreambuf_iterator<char>(std::cin)),
+                            std::istreambuf_iterator<char>());
   if (request.find("KCACHE_TEST_PTXAS_OOM") != std::string::npos) {
     std::cerr << "ptxas fatal   : Memory allocation failure\n";
     using namespace std::string_literals;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -18,6 +19,19 @@
 namespace kcache::service {
 
 class TestRunner final : public JobRunner {
+  struct RankingBench final : compiler::BenchSession {
+    std::vector<compiler::BenchResult> bench(const compiler::BenchRequest& request,
+                                             const std::stop_token& /*stop*/) override {
+      std::vector<compiler::BenchResult> out;
+      for (std::size_t i = 0; i < request.variants.size(); ++i) {
+        const double us = 100.0 - static_cast<double>(i);
+        out.push_back({request.variants[i].id, "ok", us, us, 0, ""});
+      }
+      return out;
+    }
+    int workers_started() const override { return 0; }
+  };
+
 public:
   TestRunner() {
     cachekey::ToolchainFingerprint cpp;
@@ -70,14 +84,8 @@ public:
   }
 
   // Every variant runs correctly; the later in the request, the faster.
-  std::vector<compiler::BenchResult> bench(const compiler::BenchRequest& request,
-                                           const std::stop_token& /*cancel*/) const override {
-    std::vector<compiler::BenchResult> out;
-    for (std::size_t i = 0; i < request.variants.size(); ++i) {
-      const double us = 100.0 - static_cast<double>(i);
-      out.push_back({request.variants[i].id, "ok", us, us, 0, ""});
-    }
-    return out;
+  std::unique_ptr<compiler::BenchSession> open_bench() const override {
+    return std::make_unique<RankingBench>();
   }
   const compiler::Toolchains& toolchains() const override { return toolchains_; }
   const std::optional<compiler::HostTarget>& host_target() const override { return host_; }

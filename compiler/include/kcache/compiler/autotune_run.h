@@ -37,7 +37,9 @@ struct TuningTable {
   std::size_t timed_runs = 0;        // timed calls, summed over rounds
   double bench_seconds = 0;
   std::string stopped; // why the search ended before its strategy did; "" when it did not
-  std::vector<double> round_seconds; // each round's bench time (a worker each: start, load, time)
+  std::vector<double> round_seconds; // each round's bench time
+  int bench_workers =
+      0; // worker processes the rounds ran in (one unless one crashed or was stopped)
 };
 
 // What a BenchFn answers for a variant it did not time because the search's

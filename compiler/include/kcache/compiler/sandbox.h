@@ -19,7 +19,17 @@ namespace kcache::compiler {
 struct SandboxPolicy {
   std::vector<std::string> read_paths;  // directories or files; missing ones are skipped
   std::vector<std::string> write_paths; // directories
+  // Also deny TCP (bind and connect, Landlock ABI 4) and signals or abstract
+  // Unix sockets reaching outside the sandbox (ABI 6), where the kernel has
+  // them: for a worker running a spec's own code, which must not reach
+  // kcached, Redis or the network, nor signal the daemon.
+  bool isolate = false;
 };
+
+// What any confined worker may read: the system's libraries and loader
+// cache, the release files compilers look at, its own /proc entries and the
+// random and zero devices.
+std::vector<std::string> system_read_paths();
 
 // The Landlock ABI version this kernel offers, or why there is none.
 tl::expected<int, std::string> landlock_abi();

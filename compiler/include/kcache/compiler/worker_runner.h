@@ -9,10 +9,12 @@
 // is what a caller decides a retry from. Links no compiler: only the worker does.
 
 #include <kcache/compiler/bench_protocol.h>
+#include <kcache/compiler/bench_session.h>
 #include <kcache/compiler/worker_protocol.h>
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -20,6 +22,8 @@
 #include <vector>
 
 namespace kcache::compiler {
+
+struct SpawnLimits; // worker_process.h
 
 struct WorkerLimits {
   std::chrono::milliseconds wall_clock{120'000};
@@ -36,9 +40,12 @@ public:
 
   // A stop request kills the worker and fails the compile with kCancelled.
   WorkerOutcome run(const CompileSpec& spec, const std::stop_token& stop = {}) const;
-  // Benchmarks the variants in `kcache-worker --bench` processes: a variant
-  // that crashes or hangs its process is recorded as an error and the rest go
-  // on in a fresh one. One result per variant, in order.
+  // A bench session over `kcache-worker --bench` processes, one kept for as
+  // many rounds as it survives (bench_session.h). Each request gets the
+  // wall-clock and CPU limits a compile gets; a GPU bench has no
+  // address-space limit.
+  std::unique_ptr<BenchSession> open_bench() const;
+  // One round in a session of its own.
   std::vector<BenchResult> bench(const BenchRequest& request,
                                  const std::stop_token& stop = {}) const;
   // What every backend built into the worker would key a compile with.
@@ -57,6 +64,7 @@ private:
                     const std::stop_token& stop, bool limit_memory,
                     std::chrono::milliseconds wall_clock) const;
   // `reply`: the decoded outcome if the worker answered, else null.
+  SpawnLimits spawn_limits(bool limit_memory) const;
   std::optional<Limit> limit_hit(const Exchange& x, const CompileOutcome* reply) const;
   // A kResourceLimit error naming the limit, peak RSS and times; `why`: the
   // line that says what ran out, if any.

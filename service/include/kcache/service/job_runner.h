@@ -7,6 +7,7 @@
 // are thread-safe. A stop request must end a run soon (as a kCancelled error).
 
 #include <kcache/compiler/bench_protocol.h>
+#include <kcache/compiler/bench_session.h>
 #include <kcache/compiler/compile_spec.h>
 #include <kcache/compiler/worker_protocol.h>
 #include <kcache/compiler/worker_runner.h>
@@ -29,9 +30,8 @@ public:
 
   virtual compiler::WorkerOutcome run(const compiler::CompileSpec& spec,
                                       const std::stop_token& cancel) const = 0;
-  // One result per variant of the request, in order.
-  virtual std::vector<compiler::BenchResult> bench(const compiler::BenchRequest& request,
-                                                   const std::stop_token& cancel) const = 0;
+  // What times a search's rounds, one per search (compiler/bench_session.h).
+  virtual std::unique_ptr<compiler::BenchSession> open_bench() const = 0;
   // What each backend would key a compile with: a backend missing here is
   // one this runner cannot build.
   virtual const compiler::Toolchains& toolchains() const = 0;
@@ -65,9 +65,8 @@ public:
                               const std::stop_token& cancel) const override {
     return runner_.run(spec, cancel);
   }
-  std::vector<compiler::BenchResult> bench(const compiler::BenchRequest& request,
-                                           const std::stop_token& cancel) const override {
-    return runner_.bench(request, cancel);
+  std::unique_ptr<compiler::BenchSession> open_bench() const override {
+    return runner_.open_bench();
   }
   const compiler::Toolchains& toolchains() const override { return toolchains_; }
   const std::optional<compiler::HostTarget>& host_target() const override { return host_target_; }

@@ -1,0 +1,12 @@
+#pragma once
+// `kcache-worker --bench`: benchmarks autotune variants, request after
+// request (bench_protocol.h), until its stdin ends. One worker serves a
+// search's rounds: a GPU worker keeps its context and what it loaded.
+
+namespace kcache::compiler {
+
+// Returns the worker's exit status: 0 at EOF, 2 for a malformed stream,
+// kBenchRestartExit after a variant that may have broken the GPU context.
+int serve_bench();
+
+} // namespace kcache::compiler
