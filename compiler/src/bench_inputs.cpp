@@ -4,7 +4,9 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include <type_traits>
+#include <vector>
 
 namespace kcache::compiler {
 namespace {
@@ -13,7 +15,7 @@ constexpr std::uint64_t kMaxBenchBytes = 4ULL << 30;
 
 // splitmix64: seeded, fast (inputs run to hundreds of MB) and the same on every host.
 std::uint64_t next(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL); // kGamma
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
@@ -82,13 +84,15 @@ struct F16 {
   }
 };
 
+constexpr std::uint64_t kGamma = 0x9e3779b97f4a7c15ULL; // splitmix64's increment
+
+// Elements [begin, end) of a buffer. splitmix64 is a counter: element i draws
+// from the state seed + i·γ, so any range can be filled on its own.
 template <typename T>
-void fill(std::vector<std::uint8_t>& bytes, const BenchArg& a, unsigned seed) {
-  std::uint64_t state = seed;
-  T* data = reinterpret_cast<T*>(bytes.data());
-  const std::size_t n = bytes.size() / sizeof(T);
+void fill_range(T* data, std::size_t begin, std::size_t end, const BenchArg& a, unsigned seed) {
+  std::uint64_t state = seed + begin * kGamma;
   const double span = a.hi - a.lo;
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t i = begin; i < end; ++i) {
     const double unit = static_cast<double>(next(state) >> 11) * 0x1.0p-53; // [0, 1)
     if constexpr (std::is_floating_point_v<T>) {
       data[i] = static_cast<T>(a.lo + span * unit);
@@ -97,6 +101,27 @@ void fill(std::vector<std::uint8_t>& bytes, const BenchArg& a, unsigned seed) {
     } else {
       data[i] = static_cast<T>(std::floor(a.lo + (span + 1) * unit));
     }
+  }
+}
+
+// A GEMM's inputs run to hundreds of millions of elements (a second or more
+// on one core, paid again by every search): large buffers are filled by
+// several threads, each a range, the values the same as one thread's.
+template <typename T>
+void fill(std::vector<std::uint8_t>& bytes, const BenchArg& a, unsigned seed) {
+  T* data = reinterpret_cast<T*>(bytes.data());
+  const std::size_t n = bytes.size() / sizeof(T);
+  constexpr std::size_t kPerThread = std::size_t{1} << 22;
+  const std::size_t threads = std::clamp<std::size_t>(
+      std::min<std::size_t>(n / kPerThread, std::thread::hardware_concurrency()), 1, 16);
+  if (threads == 1) {
+    fill_range(data, 0, n, a, seed);
+    return;
+  }
+  std::vector<std::jthread> workers;
+  for (std::size_t t = 0; t < threads; ++t) {
+    workers.emplace_back(
+        [=, &a] { fill_range(data, n * t / threads, n * (t + 1) / threads, a, seed); });
   }
 }
 

@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -165,7 +166,7 @@ class Run:
             self.failures.append(what)
 
     # --- one search -----------------------------------------------------
-    def spec_file(self, template, strategy):
+    def spec_file(self, template, strategy, seed=None):
         path, shapes = TEMPLATES[template]
         spec = json.loads(path.read_text())
         src = spec["source"]
@@ -173,14 +174,16 @@ class Run:
             src["text"] = (path.parent / src.pop("file")).read_text()
         if shapes:  # another problem size: another search (the shapes are in its key)
             spec["autotune"]["benchmark"]["shapes"] = shapes
-        spec["autotune"]["strategy"] = STRATEGIES[strategy]
-        path = self.work / "specs" / f"{template}-{strategy}.json"
+        spec["autotune"]["strategy"] = dict(STRATEGIES[strategy])
+        if seed is not None:  # read by random-k only, but part of the search's key
+            spec["autotune"]["strategy"]["seed"] = seed
+        path = self.work / "specs" / f"{template}-{strategy}{'' if seed is None else f'-{seed}'}.json"
         path.write_text(json.dumps(spec))
         return path
 
-    def search(self, template, strategy, label):
+    def search(self, template, strategy, label, seed=None):
         """Submits, watches, reads the outcome; returns the table row."""
-        spec = self.spec_file(template, strategy)
+        spec = self.spec_file(template, strategy, seed)
         compiles0, searches0 = self.kcached.compiles(), self.searches()
         log(f"== {label}: kcache submit {spec.name}")
         t0 = time.time()
@@ -241,6 +244,7 @@ class Run:
             "variants": sum(r["status"] != "pruned" for r in rows),
             "pruned": sum(r["status"] == "pruned" for r in rows),
             "timed_runs": table.get("timed_runs"), "search_s": table.get("bench_seconds"),
+            "round_s": table.get("round_seconds"), "bench_workers": table.get("bench_workers"),
             "winner": table.get("winner"), "tuning_class": meta.get("tuning_class"),
             "statuses": {s: sum(r["status"] == s for r in rows) for s in {r["status"] for r in rows}},
         })
@@ -290,21 +294,24 @@ class Run:
         (self.out / "table.md").write_text(self.table())
 
     def table(self):
-        ex = {r["search"]: r for r in self.rows
-              if r["strategy"] == "exhaustive" and r["label"] == "cold" and r.get("winner")}
+        ex = {(r["search"], r["label"]): r for r in self.rows
+              if r["strategy"] == "exhaustive" and r.get("winner")}
         lines = ["| search | strategy | step | tuning class | variants | pruned | compiled | "
-                 "timed runs | search s | job wall s | winner | winner us | vs exhaustive: "
-                 "search time | vs exhaustive: winner time | vs vendor |",
-                 "|" + "---|" * 15]
+                 "timed runs | search s | rounds s | bench workers | job wall s | winner | "
+                 "winner us | vs exhaustive: search time | vs exhaustive: winner time | vs vendor |",
+                 "|" + "---|" * 17]
+        ratios = {}
 
         def fmt(v, spec="{}"):
             return "-" if v is None else spec.format(v)
 
         for r in self.rows:
-            base = ex.get(r["search"])
+            base = ex.get((r["search"], r["label"]))
             s_ratio = w_ratio = vendor = None
             if base and r.get("winner") and r.get("search_s") is not None:
                 s_ratio = r["search_s"] / base["search_s"] if base["search_s"] else None
+                if r["strategy"] == "halving" and s_ratio is not None:
+                    ratios.setdefault(r["search"], []).append(s_ratio)
                 best = base["times"].get(base["winner"])
                 mine = base["times"].get(r["winner"])
                 w_ratio = mine / best if best and mine else None
@@ -316,9 +323,15 @@ class Run:
                 r["search"], r["strategy"], f"{r['label']} ({status})",
                 fmt(r.get("tuning_class")), fmt(r.get("variants")), fmt(r.get("pruned")),
                 fmt(r.get("compiled")), fmt(r.get("timed_runs")), fmt(r.get("search_s"), "{:.2f}"),
+                fmt(r.get("round_s") and ", ".join(f"{x:.2f}" for x in r["round_s"])),
+                fmt(r.get("bench_workers")),
                 fmt(r.get("wall_s"), "{:.1f}"), fmt(r.get("winner")),
                 fmt(r.get("winner_us"), "{:.1f}"), fmt(s_ratio, "{:.2f}x"),
                 fmt(w_ratio, "{:.3f}x"), fmt(vendor)]) + " |")
+        for search, rs in ratios.items():
+            lines.append(f"\n{search}: halving / exhaustive search time, median of {len(rs)}: "
+                         f"{statistics.median(rs):.2f}x (runs: "
+                         + ", ".join(f"{x:.2f}x" for x in rs) + ")")
         for key, v in sorted(self.facts.items()):
             if key.startswith("vendor_"):
                 lines.append(f"\n{v['vendor']} on {v['device']}: {v['median_us']:.1f} us "
@@ -372,6 +385,16 @@ class Run:
             if not a.no_gpu and first[template].get("winner"):
                 self.verify(template, first[template])
                 self.write()
+            # More runs of the pair for medians: a seed makes each a search of
+            # its own (benchmarked afresh, compiling nothing).
+            for seed in range(2, a.repeat + 1):
+                for strategy in ("exhaustive", "halving"):
+                    row, _ = self.search(template, strategy, f"run {seed}", seed)
+                    if row.get("state") == "succeeded" and not a.no_gpu:
+                        self.read_table(row)
+                    self.expect(row["compiled"] == 0, f"{template} {strategy} run {seed}: "
+                                f"compiled nothing ({row['compiled']} compiles)")
+                    self.write()
 
         sgemm = "sgemm" if "sgemm" in a.templates else a.templates[0]
         self.hit(sgemm, "again")
@@ -464,6 +487,8 @@ def main():
                    help="kcached's compile workers (default: the cores, at most 16)")
     p.add_argument("--search-timeout", type=int, default=420,
                    help="seconds one search may take, compiles and benchmark (default 420)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="runs of each exhaustive/halving pair (the table gives the median ratio)")
     p.add_argument("--no-gpu", action="store_true",
                    help="check the script without a GPU (every benchmark fails)")
     args = p.parse_args()

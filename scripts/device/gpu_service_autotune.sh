@@ -89,7 +89,7 @@ case "${1:-}" in
     exec python3 scripts/device/gpu_service_autotune.py "$@"
     ;;
   *)
-    echo "usage: $0 prepare | run [--templates sgemm,rowsum] [--workers N] [--search-timeout S]" \
+    echo "usage: $0 prepare | run [--templates sgemm,rowsum] [--repeat N] [--workers N] [--search-timeout S]" \
       "[--out DIR] [--no-gpu]" >&2
     exit 2
     ;;

@@ -129,5 +129,26 @@ TEST(BenchInputs, SixteenBitFloatsAreBufferDtypesOnly) {
   EXPECT_EQ(dtype_size(DType::kF16), 2U);
 }
 
+TEST(BenchInputs, LargeBuffersFilledByThreadsHoldTheSameDrawsAsOneThread) {
+  // Over 4·2^22 elements: filled in ranges by several threads. Element i is
+  // splitmix64's (i+1)-th draw from the seed, whichever thread wrote it.
+  const std::size_t count = (std::size_t{4} << 22) + 12345;
+  const auto bytes = input_bytes(one_buffer("f32", -3, 3, static_cast<int>(count)));
+  ASSERT_EQ(bytes.size(), count * 4);
+  auto draw = [](std::uint64_t i) {
+    std::uint64_t z = 3 + (i + 1) * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return static_cast<float>(-3 + 6 * (static_cast<double>(z >> 11) * 0x1.0p-53));
+  };
+  for (std::size_t i = 0; i < count; i += (i % 4096 == 0 ? 1 : 4093)) {
+    ASSERT_EQ(element_value(DType::kF32, bytes, i), static_cast<double>(draw(i))) << i;
+  }
+  for (std::size_t i : {count / 4 - 1, count / 4, count / 2, count - 1}) { // range edges
+    ASSERT_EQ(element_value(DType::kF32, bytes, i), static_cast<double>(draw(i))) << i;
+  }
+}
+
 } // namespace
 } // namespace kcache::compiler
