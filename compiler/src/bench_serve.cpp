@@ -76,7 +76,7 @@ void confine_before_running_cpu_code(bool& confined) {
 
 } // namespace
 
-int serve_bench() {
+int serve_bench(int gpu_ordinal) {
   // Results go out on a descriptor of their own: a variant (or the CUDA
   // driver) printing to stdout must not garble them, so stdout becomes stderr.
   const int results_fd = ::dup(STDOUT_FILENO);
@@ -109,7 +109,7 @@ int serve_bench() {
     }
     if (!gpu.driver && gpu.error.empty()) {
       // Through the driver API, dlopen'ed.
-      if (auto opened = CudaDriver::open()) {
+      if (auto opened = CudaDriver::open(gpu_ordinal)) {
         gpu.driver = std::move(*opened);
         gpu.bench = std::make_unique<GpuBench>(*gpu.driver);
       } else {

@@ -5,8 +5,9 @@
 
 namespace kcache::compiler {
 
-// Returns the worker's exit status: 0 at EOF, 2 for a malformed stream,
-// kBenchRestartExit after a variant that may have broken the GPU context.
-int serve_bench();
+// Times CUDA variants on device `gpu` (an ordinal). Returns the worker's exit
+// status: 0 at EOF, 2 for a malformed stream, kBenchRestartExit after a
+// variant that may have broken the GPU context.
+int serve_bench(int gpu);
 
 } // namespace kcache::compiler

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <iterator>
@@ -122,13 +123,21 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::string_view(argv[1]) == "--sandbox") {
     return print_sandbox();
   }
-  if (argc == 2 && std::string_view(argv[1]) == "--bench") {
-    return serve_bench();
+  if (argc >= 2 && std::string_view(argv[1]) == "--bench") {
+    // --bench [--gpu N]: which GPU this worker times CUDA variants on.
+    int gpu = 0;
+    if (argc == 4 && std::string_view(argv[2]) == "--gpu") {
+      gpu = std::atoi(argv[3]);
+    } else if (argc != 2) {
+      std::cerr << "usage: kcache-worker --bench [--gpu N] < requests > results\n";
+      return 2;
+    }
+    return serve_bench(gpu);
   }
   const bool scratch_given = argc == 3 && std::string_view(argv[1]) == "--scratch";
   if (argc != 1 && !scratch_given) {
     std::cerr << "usage: kcache-worker [--scratch DIR] < spec > outcome\n"
-                 "       kcache-worker --bench < requests > results\n"
+                 "       kcache-worker --bench [--gpu N] < requests > results\n"
                  "       kcache-worker --toolchains | --host-target | --sandbox\n"
                  "  Compiles one CompileSpec read from stdin in DIR (run by kcached), or\n"
                  "  with --bench benchmarks autotune variants, request after request\n"

@@ -209,6 +209,16 @@ WorkerProcess::Ended WorkerProcess::converse(std::string_view input, bool close_
   return done && done(out_) ? Ended::kDone : Ended::kEof;
 }
 
+bool WorkerProcess::running() const {
+  if (pid_ <= 0) {
+    return false;
+  }
+  siginfo_t info{};
+  // WNOWAIT: look, and leave the exit status for finish() to reap.
+  return ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+         info.si_pid == 0;
+}
+
 void WorkerProcess::extend_cpu_limit(std::chrono::seconds more) {
   const auto used = cpu_seconds_of(pid_);
   if (!used || pid_ <= 0) {

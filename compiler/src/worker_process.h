@@ -76,6 +76,9 @@ public:
   std::string& out() { return out_; }
   const std::string& errors() const { return errors_; }
 
+  // Whether the worker has not exited (it is not reaped here).
+  bool running() const;
+
   // Gives the worker `more` CPU time from what it has used so far: a worker
   // kept for several requests gets each one the CPU limit a fresh worker has
   // (spawned with renewable_cpu_time).

@@ -344,6 +344,8 @@ class Run:
     def steps(self):
         a = self.args
         extra = ["--tuning-class", "no-gpu-check"] if a.no_gpu else []
+        if a.bench_gpus:
+            extra += ["--bench-gpus", a.bench_gpus]
         self.kcached.start(extra)
         first = {}
         for template in a.templates:
@@ -489,6 +491,9 @@ def main():
                    help="seconds one search may take, compiles and benchmark (default 420)")
     p.add_argument("--repeat", type=int, default=1,
                    help="runs of each exhaustive/halving pair (the table gives the median ratio)")
+    p.add_argument("--bench-gpus", default="",
+                   help="kcached --bench-gpus: GPUs timing a search at once (0,0 runs two "
+                        "bench workers on one GPU, a check of the split)")
     p.add_argument("--no-gpu", action="store_true",
                    help="check the script without a GPU (every benchmark fails)")
     args = p.parse_args()

@@ -1,6 +1,11 @@
+#include <kcache/cachekey/hardware.h>
 #include <kcache/service/job_runner.h>
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <charconv>
 
 namespace kcache::service {
 
@@ -67,8 +72,45 @@ WorkerJobRunner::create(const JobsConfig& config) {
   } else {
     spdlog::warn("kcache-worker: {}; target 'native' will be refused", host.error());
   }
+  auto gpus = bench_gpus(config.bench_gpus);
+  if (!gpus) {
+    return tl::unexpected(gpus.error());
+  }
+  if (gpus->size() > 1) {
+    spdlog::info("autotune: searches benchmark on {} GPUs at once ({})", gpus->size(),
+                 fmt::join(*gpus, ","));
+  }
   return std::make_unique<WorkerJobRunner>(std::move(runner), std::move(*toolchains),
-                                           std::move(host_target));
+                                           std::move(host_target), std::move(*gpus));
+}
+
+tl::expected<std::vector<int>, std::string> bench_gpus(const std::string& setting) {
+  std::vector<int> out;
+  if (setting.empty()) {
+    const auto gpus = cachekey::detect_gpus();
+    for (const cachekey::GpuInfo& gpu : gpus) {
+      if (cachekey::hardware_class(gpu).tuning_class ==
+          cachekey::hardware_class(gpus.front()).tuning_class) {
+        out.push_back(gpu.ordinal);
+      }
+    }
+    return out;
+  }
+  std::size_t start = 0;
+  while (start <= setting.size()) {
+    const std::size_t comma = std::min(setting.find(',', start), setting.size());
+    const std::string item = setting.substr(start, comma - start);
+    int ordinal = -1;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), ordinal);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || ordinal < 0 ||
+        ordinal > 255) {
+      return tl::unexpected("bench-gpus: \"" + setting +
+                            "\" is not a list of GPU ordinals such as 0,1");
+    }
+    out.push_back(ordinal);
+    start = comma + 1;
+  }
+  return out;
 }
 
 } // namespace kcache::service

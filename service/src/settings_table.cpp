@@ -181,6 +181,10 @@ const std::array kSettings = {
   Setting{"jobs.tuning_class", "tuning-class", "KCACHED_TUNING_CLASS", T::kString, "NAME", "",
           "the hardware autotune variants are benchmarked on; \"\": detected",
           [](ServiceConfig& c, const V& v) { c.jobs.tuning_class = text(v); }},
+  Setting{"jobs.bench_gpus", "bench-gpus", "KCACHED_BENCH_GPUS", T::kString, "LIST", "",
+          "GPU ordinals (e.g. 0,1) that time autotune variants in parallel, a bench worker each; "
+          "\"\": every GPU of GPU 0's tuning class",
+          [](ServiceConfig& c, const V& v) { c.jobs.bench_gpus = text(v); }},
   Setting{"jobs.max_spec_bytes", "max-spec-bytes", "KCACHED_MAX_SPEC_BYTES", T::kSize, "SIZE",
           "16MiB", "largest spec (source + headers) a submission may carry (413 beyond)",
           [](ServiceConfig& c, const V& v) { c.jobs.max_spec_bytes = bytes(v); }},

@@ -284,6 +284,37 @@ extern "C" void matmul(const float* A, const float* B, float* C, int M, int N, i
   EXPECT_EQ(results[0].status, "ok") << results[0].error;
 }
 
+TEST(BenchRunner, AGpuRoundIsDealtOverOneWorkerPerGpuAndComesBackInOrder) {
+  // Two lanes (GPUs 0 and 1): five variants, dealt 0,2,4 and 1,3. Not CUBINs,
+  // so each fails to load (or finds no GPU, as in CI): an answer each, in order.
+  WorkerRunner runner(worker_binary(), limits());
+  const auto session = runner.open_bench({0, 1});
+  BenchRequest request;
+  request.search_json = R"({"params": {"T": [1, 2, 3, 4, 5]}, "benchmark": {
+      "args": [{"buffer": "y", "count": 4, "output": true}],
+      "launch": {"grid": 1, "block": 32}, "reference": {"T": 1}}})";
+  request.device = "cuda";
+  request.entry = "f";
+  request.check = false;
+  for (int t = 1; t <= 5; ++t) {
+    request.variants.push_back({"T=" + std::to_string(t), {{"T", t}}, "not a CUBIN"});
+  }
+  const auto results = session->bench(request, {});
+  ASSERT_EQ(results.size(), 5U);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    EXPECT_EQ(results[i].id, request.variants[i].id);
+    EXPECT_EQ(results[i].status, "error") << results[i].id;
+    EXPECT_FALSE(results[i].error.empty());
+  }
+  EXPECT_EQ(session->workers_started(), 2);
+  // A CPU round uses the first worker only; a one-variant GPU round one lane.
+  request.variants.resize(1);
+  const auto one = session->bench(request, {});
+  ASSERT_EQ(one.size(), 1U);
+  EXPECT_EQ(one[0].error, results[0].error);
+  EXPECT_EQ(session->workers_started(), 2);
+}
+
 TEST(BenchRunner, UnusableRequestsFailEveryVariantWithAReason) {
   WorkerRunner runner(worker_binary(), limits());
   BenchRequest request;

@@ -2,6 +2,7 @@
 // set a node reads.
 
 #include <kcache/service/job_capability.h>
+#include <kcache/service/job_runner.h>
 
 #include <gtest/gtest.h>
 
@@ -69,6 +70,18 @@ TEST(JobCapability, NodeServesItsBackendsTargetsAndTuningClasses) {
     const auto caps = node_capabilities({compiler::Backend::kCpp}, cpu_only);
     EXPECT_NE(std::find(caps.begin(), caps.end(), job_capability(j, "x86_64")), caps.end());
   }
+}
+
+TEST(BenchGpus, AListOfOrdinalsOrAClearError) {
+  EXPECT_EQ(bench_gpus("0,1"), (std::vector<int>{0, 1}));
+  EXPECT_EQ(bench_gpus("3"), (std::vector<int>{3}));
+  for (const char* bad : {"x", "1,", ",1", "-1", "0;1", "1 ,2", "999"}) {
+    const auto parsed = bench_gpus(bad);
+    ASSERT_FALSE(parsed.has_value()) << bad;
+    EXPECT_NE(parsed.error().find("GPU ordinals"), std::string::npos) << parsed.error();
+  }
+  // "" detects: every GPU of the first one's tuning class, or none.
+  EXPECT_TRUE(bench_gpus("").has_value());
 }
 
 } // namespace

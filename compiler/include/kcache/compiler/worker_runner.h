@@ -43,8 +43,10 @@ public:
   // A bench session over `kcache-worker --bench` processes, one kept for as
   // many rounds as it survives (bench_session.h). Each request gets the
   // wall-clock and CPU limits a compile gets; a GPU bench has no
-  // address-space limit.
-  std::unique_ptr<BenchSession> open_bench() const;
+  // address-space limit. With `gpus` (device ordinals of one tuning class),
+  // a GPU round is split over one worker per GPU, timing at once; without,
+  // it runs on GPU 0.
+  std::unique_ptr<BenchSession> open_bench(const std::vector<int>& gpus = {}) const;
   // One round in a session of its own.
   std::vector<BenchResult> bench(const BenchRequest& request,
                                  const std::stop_token& stop = {}) const;

@@ -73,6 +73,9 @@ struct JobsConfig {
   // The hardware this node benchmarks autotune variants on; "" detects it.
   // Set it where detection is too coarse (e.g. a MIG slice).
   std::string tuning_class;
+  // GPUs (device ordinals, comma-separated) that time a search's variants in
+  // parallel, a worker each; "": every GPU of the first one's tuning class.
+  std::string bench_gpus;
 
   // Submission bounds (issue 13). Every job a submission adds counts against
   // queue_capacity and its submitter's quota, an autotune search's variant

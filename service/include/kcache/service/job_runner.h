@@ -57,16 +57,16 @@ public:
   static tl::expected<std::unique_ptr<WorkerJobRunner>, std::string>
   create(const JobsConfig& config);
   WorkerJobRunner(compiler::WorkerRunner runner, compiler::Toolchains toolchains,
-                  std::optional<compiler::HostTarget> host_target)
+                  std::optional<compiler::HostTarget> host_target, std::vector<int> bench_gpus = {})
       : runner_(std::move(runner)), toolchains_(std::move(toolchains)),
-        host_target_(std::move(host_target)) {}
+        host_target_(std::move(host_target)), bench_gpus_(std::move(bench_gpus)) {}
 
   compiler::WorkerOutcome run(const compiler::CompileSpec& spec,
                               const std::stop_token& cancel) const override {
     return runner_.run(spec, cancel);
   }
   std::unique_ptr<compiler::BenchSession> open_bench() const override {
-    return runner_.open_bench();
+    return runner_.open_bench(bench_gpus_);
   }
   const compiler::Toolchains& toolchains() const override { return toolchains_; }
   const std::optional<compiler::HostTarget>& host_target() const override { return host_target_; }
@@ -76,6 +76,12 @@ private:
   const compiler::WorkerRunner runner_;
   const compiler::Toolchains toolchains_;
   const std::optional<compiler::HostTarget> host_target_;
+  const std::vector<int> bench_gpus_; // a bench worker each; empty: GPU 0
 };
+
+// The GPUs a search's rounds are split over: `setting` parsed ("0,1"), or
+// with "" every detected GPU of the first one's tuning class (none without
+// a GPU).
+tl::expected<std::vector<int>, std::string> bench_gpus(const std::string& setting);
 
 } // namespace kcache::service
