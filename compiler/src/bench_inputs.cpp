@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <system_error>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -120,8 +121,12 @@ void fill(std::vector<std::uint8_t>& bytes, const BenchArg& a, unsigned seed) {
   }
   std::vector<std::jthread> workers;
   for (std::size_t t = 0; t < threads; ++t) {
-    workers.emplace_back(
-        [=, &a] { fill_range(data, n * t / threads, n * (t + 1) / threads, a, seed); });
+    const std::size_t begin = n * t / threads, end = n * (t + 1) / threads;
+    try {
+      workers.emplace_back([=, &a] { fill_range(data, begin, end, a, seed); });
+    } catch (const std::system_error&) {
+      fill_range(data, begin, end, a, seed); // no thread to be had (RLIMIT_AS, RLIMIT_NPROC)
+    }
   }
 }
 

@@ -7,6 +7,7 @@
 #include <kcache/compiler/gpu_bench.h>
 #include <kcache/compiler/sandbox.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -79,7 +80,10 @@ void confine_before_running_cpu_code(bool& confined) {
 int serve_bench(int gpu_ordinal) {
   // Results go out on a descriptor of their own: a variant (or the CUDA
   // driver) printing to stdout must not garble them, so stdout becomes stderr.
-  const int results_fd = ::dup(STDOUT_FILENO);
+  // (A descriptor well above the ones a program opens, close-on-exec: a
+  // stray write to fd 3 does not land in it. A CPU variant is code in this
+  // process, so what it reports of itself is its own word: see cpu_bench.h.)
+  const int results_fd = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 200);
   std::FILE* out = results_fd >= 0 ? ::fdopen(results_fd, "w") : nullptr;
   if (out == nullptr || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
     std::cerr << "kcache-worker: cannot set up the results channel\n";
@@ -122,10 +126,11 @@ int serve_bench(int gpu_ordinal) {
       }
       continue;
     }
-    const auto results =
-        gpu.bench->run(*request, [&](const BenchResult& r) { write_bench_result(out, r); });
-    if (results.size() < request->variants.size()) {
-      return kBenchRestartExit; // the runner goes on with the rest in a fresh worker
+    gpu.bench->run(*request, [&](const BenchResult& r) { write_bench_result(out, r); });
+    if (gpu.bench->context_lost()) {
+      // Unanswered variants go on in a fresh worker, none blamed; answered
+      // ones are done, and the next request must not meet a broken context.
+      return kBenchRestartExit;
     }
   }
 }

@@ -35,8 +35,12 @@ public:
   // a worker on a GPU of its own, timed at once; CPU rounds use the first.
   std::vector<BenchResult> bench(const BenchRequest& request,
                                  const std::stop_token& stop) override {
-    const std::size_t n =
-        request.device == "cuda" ? std::min(lanes_.size(), request.variants.size()) : 1;
+    // A round checking outputs (halving's finalists, a winner's check) runs on
+    // one GPU: the variants it decides between are compared on one device,
+    // not across the few percent two GPUs of a class may differ by.
+    const std::size_t n = request.device == "cuda" && !finalists(request)
+                              ? std::min(lanes_.size(), request.variants.size())
+                              : 1;
     if (n <= 1) {
       return run_lane(lanes_.front(), request, stop);
     }
@@ -78,6 +82,11 @@ public:
   int workers_started() const override { return started_; }
 
 private:
+  // Few enough variants that one GPU decides between them.
+  bool finalists(const BenchRequest& request) const {
+    return request.variants.size() <= 2 * lanes_.size() && request.check;
+  }
+
   struct Lane {
     std::vector<std::string> args; // kcache-worker's: which GPU it times on
     std::unique_ptr<WorkerProcess> process;
@@ -170,6 +179,7 @@ private:
     // variant has one (the worker then waits for the next request).
     std::size_t scanned = 0, reported = 0;
     process->out().clear();
+    const std::size_t errors_from = process->errors().size();
     auto done = [&](const std::string& out) {
       for (std::size_t end; (end = out.find('\n', scanned)) != std::string::npos;
            scanned = end + 1) {
@@ -188,11 +198,13 @@ private:
       round.all_reported = true;
       return round;
     }
-    done(process->out());
     const bool cancelled = ended == WorkerProcess::Ended::kCancelled;
     const bool timed_out = ended == WorkerProcess::Ended::kTimedOut;
     const WorkerProcess::Exit exit = process->finish(/*kill=*/cancelled || timed_out);
-    const std::string errors = process->errors();
+    done(process->out()); // what the last reads brought
+    // This round's stderr only: a worker kept from earlier rounds has more.
+    const std::string errors =
+        process->errors().substr(std::min(errors_from, process->errors().size()));
     process.reset();
     if (wanted.empty()) {
       round.all_reported = true; // it answered everything, then exited

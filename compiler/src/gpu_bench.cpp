@@ -396,6 +396,7 @@ std::vector<BenchResult> GpuBench::run(const BenchRequest& request,
       Measured reference =
           measure(gpu_, st.modules, *st.args, bench, request.entry, request.reference, true);
       if (reference.result.status != "ok") {
+        context_lost_ = context_lost_ || reference.context_suspect;
         return fail_all("the reference variant failed: " + reference.result.error);
       }
       st.reference_outputs = std::move(reference.outputs);
@@ -415,6 +416,7 @@ std::vector<BenchResult> GpuBench::run(const BenchRequest& request,
     }
     report(std::move(m.result));
     if (m.context_suspect) {
+      context_lost_ = true;
       break;
     }
   }

@@ -17,6 +17,7 @@
 #include <iterator>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 namespace kcache::compiler {
@@ -94,9 +95,13 @@ WorkerProcess::spawn(const std::string& binary, const std::vector<std::string>& 
   }
   // Everything the child needs is prepared before fork: after it, in a
   // multithreaded parent, only async-signal-safe calls are allowed.
-  const rlimit cpu{static_cast<rlim_t>(limits.cpu_time.count()),
-                   limits.renewable_cpu_time ? RLIM_INFINITY
-                                             : static_cast<rlim_t>(limits.cpu_time.count() + 1)};
+  rlimit inherited{};
+  ::getrlimit(RLIMIT_CPU, &inherited);
+  // A renewable limit keeps the hard limit kcached has (raising one takes a
+  // privilege; systemd's LimitCPU= or a container's ulimit may have set it).
+  const auto soft = std::min(static_cast<rlim_t>(limits.cpu_time.count()), inherited.rlim_max);
+  const rlimit cpu{soft, limits.renewable_cpu_time ? inherited.rlim_max
+                                                   : std::min(soft + 1, inherited.rlim_max)};
   const rlimit memory{static_cast<rlim_t>(limits.memory_bytes),
                       static_cast<rlim_t>(limits.memory_bytes)};
   std::vector<std::string> storage = {binary};
@@ -224,8 +229,13 @@ void WorkerProcess::extend_cpu_limit(std::chrono::seconds more) {
   if (!used || pid_ <= 0) {
     return;
   }
-  const rlimit limit{static_cast<rlim_t>(*used) + static_cast<rlim_t>(more.count()) + 1,
-                     RLIM_INFINITY};
+  rlimit current{};
+  if (::prlimit(pid_, RLIMIT_CPU, nullptr, &current) != 0) {
+    return; // it has gone: the next exchange finds out
+  }
+  const rlimit limit{std::min(static_cast<rlim_t>(*used) + static_cast<rlim_t>(more.count()) + 1,
+                              current.rlim_max),
+                     current.rlim_max};
   ::prlimit(pid_, RLIMIT_CPU, &limit, nullptr);
 }
 
@@ -236,8 +246,20 @@ WorkerProcess::Exit WorkerProcess::finish(bool kill) {
   }
   in_.reset(); // EOF: a worker waiting for another request exits
   // Otherwise the worker exits once it has written everything: read what is
-  // left so that it cannot block on a full pipe, then reap it.
-  if (kill || converse({}, true, {}, Clock::now() + std::chrono::seconds(5), {}) != Ended::kEof) {
+  // left so that it cannot block on a full pipe, then give it a moment to
+  // exit (a process that closed its outputs may still run) before a kill.
+  if (!kill) {
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    kill = converse({}, true, {}, deadline, {}) != Ended::kEof;
+    while (!kill && running()) {
+      if (Clock::now() > deadline) {
+        kill = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  if (kill) {
     ::kill(pid_, SIGKILL);
   }
   rusage usage{};

@@ -44,9 +44,10 @@ struct SpawnLimits {
   std::chrono::seconds cpu_time{120}; // RLIMIT_CPU (SIGXCPU, then SIGKILL a second later)
   std::uint64_t memory_bytes = 0;     // RLIMIT_AS; 0: none
   // A worker kept for several requests gets its CPU limit renewed for each
-  // (extend_cpu_limit): only the soft limit is set, since raising a hard
-  // limit takes a privilege kcached need not have. The caller's wall-clock
-  // deadline stays the bound it cannot get around.
+  // (extend_cpu_limit), under the hard limit kcached itself has: raising a
+  // hard limit takes a privilege kcached need not have, so no SIGKILL a
+  // second after SIGXCPU here. The caller's wall-clock deadline stays the
+  // bound a worker cannot get around.
   bool renewable_cpu_time = false;
 };
 

@@ -185,9 +185,11 @@ TEST_F(BenchSessionTest, AVariantThatCrashesItsWorkerCostsOnlyItselfAndLaterRoun
   EXPECT_EQ(session->workers_started(), 2);
 }
 
-TEST_F(BenchSessionTest, AVariantWritingToStdoutCannotForgeResults) {
-  // Prints a result line of its own for itself (claiming 1 us), then computes a
-  // wrong product: only the worker's own line may count.
+TEST_F(BenchSessionTest, AVariantPrintingToStdoutCannotGarbleTheResults) {
+  // Prints a result line of its own for itself (claiming 1 us) to stdout, as
+  // a kernel's printf would, then computes a wrong product: only the
+  // worker's own line counts. (Code in the worker can do worse on purpose:
+  // cpu_bench.h says what that costs.)
   const std::string forger = R"cpp(
 extern "C" long write(int, const void*, unsigned long);
 extern "C" void matmul(const float* A, const float* B, float* C, int M, int N, int K) {
@@ -307,11 +309,34 @@ TEST(BenchRunner, AGpuRoundIsDealtOverOneWorkerPerGpuAndComesBackInOrder) {
     EXPECT_FALSE(results[i].error.empty());
   }
   EXPECT_EQ(session->workers_started(), 2);
-  // A CPU round uses the first worker only; a one-variant GPU round one lane.
+  // A one-variant GPU round uses one lane.
   request.variants.resize(1);
   const auto one = session->bench(request, {});
   ASSERT_EQ(one.size(), 1U);
   EXPECT_EQ(one[0].error, results[0].error);
+  EXPECT_EQ(session->workers_started(), 2);
+}
+
+TEST(BenchRunner, FinalistsAreComparedOnOneGpu) {
+  // A checked round of few variants (halving's finalists) stays on the first
+  // GPU: a second worker is started only for the unchecked round after it.
+  WorkerRunner runner(worker_binary(), limits());
+  const auto session = runner.open_bench({0, 1});
+  BenchRequest request;
+  request.search_json = R"({"params": {"T": [1, 2, 3]}, "benchmark": {
+      "args": [{"buffer": "y", "count": 4, "output": true}],
+      "launch": {"grid": 1, "block": 32}, "reference": {"T": 1}}})";
+  request.device = "cuda";
+  request.entry = "f";
+  request.reference = {"reference", {{"T", 1}}, "not a CUBIN"};
+  for (int t = 1; t <= 3; ++t) {
+    request.variants.push_back({"T=" + std::to_string(t), {{"T", t}}, "not a CUBIN"});
+  }
+  request.check = true;
+  EXPECT_EQ(session->bench(request, {}).size(), 3U);
+  EXPECT_EQ(session->workers_started(), 1);
+  request.check = false;
+  EXPECT_EQ(session->bench(request, {}).size(), 3U);
   EXPECT_EQ(session->workers_started(), 2);
 }
 

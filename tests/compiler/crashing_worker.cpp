@@ -7,8 +7,9 @@
 // an ordinary compile-failed reply whose log ends in a stray NUL.
 //
 // `--bench` reads one request and answers for a variant "v" with its
-// address-space limit as the error ("RLIMIT_AS unlimited" or "RLIMIT_AS <bytes>"), so tests can see
-// which limits a bench worker runs under.
+// address-space limit as the error; a request mentioning KCACHE_TEST_EXIT3
+// gets one answer and the exit of a GPU worker whose context broke ("RLIMIT_AS unlimited" or
+// "RLIMIT_AS <bytes>"), so tests can see which limits a bench worker runs under.
 
 #include <sys/resource.h>
 
@@ -58,6 +59,15 @@ int main(int argc, char** argv) {
     std::getline(std::cin, length);
     std::string body(std::stoull(length), '\0');
     std::cin.read(body.data(), static_cast<std::streamsize>(body.size()));
+    if (body.find("KCACHE_TEST_EXIT3") != std::string::npos) {
+      // As a GPU worker after a launch that broke its context: it answers
+      // its first variant ("a", or "b" when "a" is not asked for), then
+      // exits 3 (kBenchRestartExit) with the rest unanswered.
+      const std::string id = body.find(R"("id":"a")") != std::string::npos ? "a" : "b";
+      std::cout << R"({"id":")" << id << R"(","status":"ok","median_us":1,"min_us":1})"
+                << std::endl;
+      return 3;
+    }
     rlimit as{};
     ::getrlimit(RLIMIT_AS, &as);
     std::cout << R"({"id":"v","status":"error","error":"RLIMIT_AS )"

@@ -206,6 +206,25 @@ TEST(WorkerRunner, OnlyAGpuBenchRunsWithoutTheAddressSpaceLimit) {
   EXPECT_EQ(cpu[0].error, "RLIMIT_AS " + std::to_string(1ULL << 30));
 }
 
+TEST(WorkerRunner, ABenchWorkerStoppingOnPurposeBlamesNoVariant) {
+  // The worker answers one variant and exits 3 (its GPU context broke after
+  // that variant): the rest go on in a fresh worker, with no error of its.
+  WorkerRunner runner(KCACHE_CRASHING_WORKER,
+                      WorkerLimits{std::chrono::seconds(10), std::chrono::seconds(10), 0});
+  const auto session = runner.open_bench();
+  BenchRequest request;
+  request.search_json = R"({"KCACHE_TEST_EXIT3": 1})";
+  request.device = "cuda";
+  request.variants = {BenchVariant{"a", {}, "binary"}, BenchVariant{"b", {}, "binary"}};
+  const auto results = session->bench(request, {});
+  ASSERT_EQ(results.size(), 2U);
+  EXPECT_EQ(results[0].id, "a");
+  EXPECT_EQ(results[0].status, "ok") << results[0].error;
+  EXPECT_EQ(results[1].id, "b");
+  EXPECT_EQ(results[1].status, "ok") << results[1].error;
+  EXPECT_EQ(session->workers_started(), 2);
+}
+
 TEST(WorkerRunner, MissingWorkerBinaryIsUnavailable) {
   WorkerRunner runner("/nonexistent/kcache-worker", limits(std::chrono::seconds(5)));
   auto out = runner.run(cpp("int x;"));

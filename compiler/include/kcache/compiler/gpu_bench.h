@@ -34,11 +34,16 @@ public:
   // the results so far; the caller decides whether to go on.
   std::vector<BenchResult> run(const BenchRequest& request,
                                const std::function<void(const BenchResult&)>& emit = {});
+  // Whether a launch (a variant's or the reference's) failed on the device:
+  // the context may hold a sticky error, so whoever owns it starts afresh
+  // before timing anything else.
+  bool context_lost() const { return context_lost_; }
 
 private:
   struct State;
   CudaDriver& gpu_;
   std::unique_ptr<State> state_;
+  bool context_lost_ = false;
 };
 
 // Every variant of the request: one result each, in request order (after a
