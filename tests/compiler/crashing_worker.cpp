@@ -7,7 +7,7 @@
 // an ordinary compile-failed reply whose log ends in a stray NUL.
 //
 // `--bench` reads one request and answers for a variant "v" with its
-// address-space limit as the error; a request mentioning KCACHE_TEST_EXIT3
+// address-space limit as the error; a request mentioning kcache-test-exit3
 // gets one answer and the exit of a GPU worker whose context broke ("RLIMIT_AS unlimited" or
 // "RLIMIT_AS <bytes>"), so tests can see which limits a bench worker runs under.
 
@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
     std::getline(std::cin, length);
     std::string body(std::stoull(length), '\0');
     std::cin.read(body.data(), static_cast<std::streamsize>(body.size()));
-    if (body.find("KCACHE_TEST_EXIT3") != std::string::npos) {
+    if (body.find("kcache-test-exit3") != std::string::npos) {
       // As a GPU worker after a launch that broke its context: it answers
       // its first variant ("a", or "b" when "a" is not asked for), then
       // exits 3 (kBenchRestartExit) with the rest unanswered.

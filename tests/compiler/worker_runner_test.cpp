@@ -213,7 +213,7 @@ TEST(WorkerRunner, ABenchWorkerStoppingOnPurposeBlamesNoVariant) {
                       WorkerLimits{std::chrono::seconds(10), std::chrono::seconds(10), 0});
   const auto session = runner.open_bench();
   BenchRequest request;
-  request.search_json = R"({"KCACHE_TEST_EXIT3": 1})";
+  request.search_json = R"({"kcache-test-exit3": 1})";
   request.device = "cuda";
   request.variants = {BenchVariant{"a", {}, "binary"}, BenchVariant{"b", {}, "binary"}};
   const auto results = session->bench(request, {});
