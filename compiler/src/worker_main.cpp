@@ -15,8 +15,8 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <iterator>
@@ -126,9 +126,12 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string_view(argv[1]) == "--bench") {
     // --bench [--gpu N]: which GPU this worker times CUDA variants on.
     int gpu = 0;
-    if (argc == 4 && std::string_view(argv[2]) == "--gpu") {
-      gpu = std::atoi(argv[3]);
-    } else if (argc != 2) {
+    const std::string_view ordinal = argc == 4 ? argv[3] : "";
+    const bool given = argc == 4 && std::string_view(argv[2]) == "--gpu" &&
+                       std::from_chars(ordinal.data(), ordinal.data() + ordinal.size(), gpu).ptr ==
+                           ordinal.data() + ordinal.size() &&
+                       !ordinal.empty() && gpu >= 0;
+    if (argc != 2 && !given) {
       std::cerr << "usage: kcache-worker --bench [--gpu N] < requests > results\n";
       return 2;
     }

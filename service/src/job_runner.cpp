@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <set>
 
 namespace kcache::service {
 
@@ -72,7 +73,7 @@ WorkerJobRunner::create(const JobsConfig& config) {
   } else {
     spdlog::warn("kcache-worker: {}; target 'native' will be refused", host.error());
   }
-  auto gpus = bench_gpus(config.bench_gpus);
+  auto gpus = bench_gpus(config.bench_gpus, cachekey::detect_gpus());
   if (!gpus) {
     return tl::unexpected(gpus.error());
   }
@@ -80,17 +81,21 @@ WorkerJobRunner::create(const JobsConfig& config) {
     spdlog::info("autotune: searches benchmark on {} GPUs at once ({})", gpus->size(),
                  fmt::join(*gpus, ","));
   }
+  if (std::set<int>(gpus->begin(), gpus->end()).size() < gpus->size()) {
+    spdlog::warn("autotune: bench-gpus names a GPU twice; its bench workers share it, and time "
+                 "each other's load");
+  }
   return std::make_unique<WorkerJobRunner>(std::move(runner), std::move(*toolchains),
                                            std::move(host_target), std::move(*gpus));
 }
 
-tl::expected<std::vector<int>, std::string> bench_gpus(const std::string& setting) {
+tl::expected<std::vector<int>, std::string>
+bench_gpus(const std::string& setting, const std::vector<cachekey::GpuInfo>& detected) {
   std::vector<int> out;
   if (setting.empty()) {
-    const auto gpus = cachekey::detect_gpus();
-    for (const cachekey::GpuInfo& gpu : gpus) {
+    for (const cachekey::GpuInfo& gpu : detected) {
       if (cachekey::hardware_class(gpu).tuning_class ==
-          cachekey::hardware_class(gpus.front()).tuning_class) {
+          cachekey::hardware_class(detected.front()).tuning_class) {
         out.push_back(gpu.ordinal);
       }
     }
@@ -106,6 +111,11 @@ tl::expected<std::vector<int>, std::string> bench_gpus(const std::string& settin
         ordinal > 255) {
       return tl::unexpected("bench-gpus: \"" + setting +
                             "\" is not a list of GPU ordinals such as 0,1");
+    }
+    // A host without a GPU benchmarks no CUDA search: the list goes unused.
+    if (!detected.empty() && static_cast<std::size_t>(ordinal) >= detected.size()) {
+      return tl::unexpected("bench-gpus: there is no GPU " + item + " (this host has " +
+                            std::to_string(detected.size()) + ")");
     }
     out.push_back(ordinal);
     start = comma + 1;

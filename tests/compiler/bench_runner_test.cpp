@@ -207,15 +207,19 @@ extern "C" void matmul(const float* A, const float* B, float* C, int M, int N, i
 }
 
 TEST_F(BenchSessionTest, EachRequestGetsTheCpuLimitAFreshWorkerHas) {
-  // A 2 s CPU limit and rounds of 0.4-1 s CPU each (a spin in every
-  // call): six rounds outlast the limit unless each round renews it.
+  // A 2 s CPU limit and rounds of 0.6 s CPU each (every call spins 150 ms of
+  // the process's CPU time, whatever the machine's speed; a round is a
+  // warm-up and 3 timed calls): six rounds outlast the limit unless each
+  // round renews it.
   runner_ =
       WorkerRunner(worker_binary(), WorkerLimits{std::chrono::seconds(60), std::chrono::seconds(2),
                                                  limits().memory_bytes});
   const std::string spinner = R"cpp(
+extern "C" long clock();
 extern "C" void matmul(const float* A, const float* B, float* C, int M, int N, int K) {
-  volatile unsigned long spin = 0;
-  for (unsigned long i = 0; i < 40000000UL; ++i) spin = spin + i;
+  const long start = clock(); // CLOCKS_PER_SEC is 1000000 on POSIX
+  while (clock() - start < 150000) {
+  }
   for (int i = 0; i < M; ++i)
     for (int j = 0; j < N; ++j) {
       float sum = 0.f;
@@ -286,21 +290,29 @@ extern "C" void matmul(const float* A, const float* B, float* C, int M, int N, i
   EXPECT_EQ(results[0].status, "ok") << results[0].error;
 }
 
-TEST(BenchRunner, AGpuRoundIsDealtOverOneWorkerPerGpuAndComesBackInOrder) {
-  // Two lanes (GPUs 0 and 1): five variants, dealt 0,2,4 and 1,3. Not CUBINs,
-  // so each fails to load (or finds no GPU, as in CI): an answer each, in order.
-  WorkerRunner runner(worker_binary(), limits());
-  const auto session = runner.open_bench({0, 1});
+// A CUDA round of `n` variants T=1..n whose binaries are no CUBINs: each
+// fails to load, or finds no GPU (as in CI): an error answer each.
+BenchRequest cuda_request_without_cubins(int n) {
   BenchRequest request;
   request.search_json = R"({"params": {"T": [1, 2, 3, 4, 5]}, "benchmark": {
       "args": [{"buffer": "y", "count": 4, "output": true}],
       "launch": {"grid": 1, "block": 32}, "reference": {"T": 1}}})";
   request.device = "cuda";
   request.entry = "f";
-  request.check = false;
-  for (int t = 1; t <= 5; ++t) {
+  request.reference = {"reference", {{"T", 1}}, "not a CUBIN"};
+  for (int t = 1; t <= n; ++t) {
     request.variants.push_back({"T=" + std::to_string(t), {{"T", t}}, "not a CUBIN"});
   }
+  return request;
+}
+
+TEST(BenchRunner, AGpuRoundIsDealtOverOneWorkerPerGpuAndComesBackInOrder) {
+  // Two lanes (GPUs 0 and 1): five variants, dealt 0,2,4 and 1,3. Not CUBINs,
+  // so each fails to load (or finds no GPU, as in CI): an answer each, in order.
+  WorkerRunner runner(worker_binary(), limits());
+  const auto session = runner.open_bench({0, 1});
+  BenchRequest request = cuda_request_without_cubins(5);
+  request.check = false;
   const auto results = session->bench(request, {});
   ASSERT_EQ(results.size(), 5U);
   for (std::size_t i = 0; i < results.size(); ++i) {
@@ -322,16 +334,7 @@ TEST(BenchRunner, FinalistsAreComparedOnOneGpu) {
   // GPU: a second worker is started only for the unchecked round after it.
   WorkerRunner runner(worker_binary(), limits());
   const auto session = runner.open_bench({0, 1});
-  BenchRequest request;
-  request.search_json = R"({"params": {"T": [1, 2, 3]}, "benchmark": {
-      "args": [{"buffer": "y", "count": 4, "output": true}],
-      "launch": {"grid": 1, "block": 32}, "reference": {"T": 1}}})";
-  request.device = "cuda";
-  request.entry = "f";
-  request.reference = {"reference", {{"T", 1}}, "not a CUBIN"};
-  for (int t = 1; t <= 3; ++t) {
-    request.variants.push_back({"T=" + std::to_string(t), {{"T", t}}, "not a CUBIN"});
-  }
+  BenchRequest request = cuda_request_without_cubins(3);
   request.check = true;
   EXPECT_EQ(session->bench(request, {}).size(), 3U);
   EXPECT_EQ(session->workers_started(), 1);

@@ -72,16 +72,37 @@ TEST(JobCapability, NodeServesItsBackendsTargetsAndTuningClasses) {
   }
 }
 
+cachekey::GpuInfo gpu(int ordinal, const std::string& name) {
+  cachekey::GpuInfo g;
+  g.ordinal = ordinal;
+  g.name = name;
+  g.cc_major = 9;
+  g.sm_count = 132;
+  g.memory_bytes = 80ULL << 30;
+  return g;
+}
+
 TEST(BenchGpus, AListOfOrdinalsOrAClearError) {
-  EXPECT_EQ(bench_gpus("0,1"), (std::vector<int>{0, 1}));
-  EXPECT_EQ(bench_gpus("3"), (std::vector<int>{3}));
+  EXPECT_EQ(bench_gpus("0,1", {}), (std::vector<int>{0, 1}));
+  EXPECT_EQ(bench_gpus("3", {}), (std::vector<int>{3})); // no GPU here: unused, not refused
   for (const char* bad : {"x", "1,", ",1", "-1", "0;1", "1 ,2", "999"}) {
-    const auto parsed = bench_gpus(bad);
+    const auto parsed = bench_gpus(bad, {});
     ASSERT_FALSE(parsed.has_value()) << bad;
     EXPECT_NE(parsed.error().find("GPU ordinals"), std::string::npos) << parsed.error();
   }
-  // "" detects: every GPU of the first one's tuning class, or none.
-  EXPECT_TRUE(bench_gpus("").has_value());
+  // On a host with GPUs, an ordinal it does not have stops start-up.
+  const std::vector<cachekey::GpuInfo> two = {gpu(0, "H100"), gpu(1, "H100")};
+  EXPECT_EQ(bench_gpus("1,0", two), (std::vector<int>{1, 0}));
+  const auto missing = bench_gpus("0,2", two);
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_NE(missing.error().find("no GPU 2 (this host has 2)"), std::string::npos)
+      << missing.error();
+}
+
+TEST(BenchGpus, ByDefaultEveryGpuOfTheFirstOnesTuningClass) {
+  EXPECT_EQ(bench_gpus("", {}), std::vector<int>{});
+  EXPECT_EQ(bench_gpus("", {gpu(0, "H100"), gpu(1, "A100"), gpu(2, "H100")}),
+            (std::vector<int>{0, 2}));
 }
 
 } // namespace

@@ -6,6 +6,7 @@
 // Called from the worker pool's threads, several at once: implementations
 // are thread-safe. A stop request must end a run soon (as a kCancelled error).
 
+#include <kcache/cachekey/hardware.h>
 #include <kcache/compiler/bench_protocol.h>
 #include <kcache/compiler/bench_session.h>
 #include <kcache/compiler/compile_spec.h>
@@ -79,9 +80,10 @@ private:
   const std::vector<int> bench_gpus_; // a bench worker each; empty: GPU 0
 };
 
-// The GPUs a search's rounds are split over: `setting` parsed ("0,1"), or
-// with "" every detected GPU of the first one's tuning class (none without
-// a GPU).
-tl::expected<std::vector<int>, std::string> bench_gpus(const std::string& setting);
+// The GPUs a search's rounds are split over: `setting` parsed ("0,1"; each
+// must be one of `detected`, when a GPU is), or with "" every detected GPU
+// of the first one's tuning class (none without a GPU).
+tl::expected<std::vector<int>, std::string>
+bench_gpus(const std::string& setting, const std::vector<cachekey::GpuInfo>& detected);
 
 } // namespace kcache::service
