@@ -228,6 +228,7 @@ def bench_models(
     bundles: bool = True,
     plain_fresh: bool = True,
     prefetch_fresh: bool = True,
+    progress=None,
 ) -> list[dict]:
     rows = []
     for name in names:
@@ -237,7 +238,6 @@ def bench_models(
         use_bundles = bundles
         if redis:
             results["cold, Redis on"] = phase(name, "redis", d / "B", "cold, Redis on")
-            results["fresh node, Redis"] = phase(name, "redis", d / "C", "fresh node, Redis")
         results["cold, kcache on"] = phase(name, "kcache", d / "A", "cold, kcache on")
         if use_bundles:
             # Where PyTorch's caching precompile fails for a model, say so and go on.
@@ -253,9 +253,11 @@ def bench_models(
         # remote-cache switches are part of Inductor's FX key), and a fresh
         # node (new empty dirs each time) through kcache, without and with
         # the run manifest's prefetch (the cold run wrote the manifest).
-        warm, fresh, prefetched, bundled = [], [], [], []
+        warm, redis_fresh, fresh, prefetched, bundled = [], [], [], [], []
         for i in range(repeat):
             warm.append(phase(name, "kcache", d / "A", "warm, same node"))
+            if redis:
+                redis_fresh.append(phase(name, "redis", d / f"C{i}", "fresh node, Redis"))
             if plain_fresh:
                 fresh.append(phase(name, "kcache", d / f"D{i}", "fresh node, kcache", NO_PREFETCH))
             if prefetch_fresh:
@@ -263,6 +265,8 @@ def bench_models(
             if use_bundles:
                 bundled.append(phase(name, "kcache", d / f"G{i}", "fresh node, kcache+bundles", bundles_env(name)))
         results["warm, same node"] = median_of(warm)
+        if redis:
+            results["fresh node, Redis"] = median_of(redis_fresh)
         if plain_fresh:
             results["fresh node, kcache"] = median_of(fresh)
         if prefetch_fresh:
@@ -286,6 +290,10 @@ def bench_models(
             r["vs_warm"] = anchor["ready_s"] / r["ready_s"]
             r["process_vs_warm"] = anchor["process_s"] / r["process_s"]
             rows.append(r)
+        # A model's rows as soon as it is done: a run stopped by a time limit keeps them.
+        print_models_table([r for r in rows if r["model"] == name])
+        if progress is not None:
+            progress(rows)
     return rows
 
 
@@ -328,12 +336,15 @@ def cpu_seconds() -> float:
     return (user + nice + system) / os.sysconf("SC_CLK_TCK")
 
 
-def bench_ranks(n: int, root: Path) -> list[dict]:
+def bench_ranks(n: int, root: Path, redis: bool = True, namespace: str | None = None) -> list[dict]:
     rows = []
-    for remote in ("redis", "kcache"):
+    for remote in ("redis", "kcache") if redis else ("kcache",):
         print(f"== {n} ranks, GPT-2 step, through {remote}", flush=True)
+        extra = {"KCACHE_NAMESPACE": namespace} if namespace else None
         cpu0, start = cpu_seconds(), time.time()
-        procs = [spawn_phase("gpt2", remote, root / f"ranks-{remote}" / f"rank{i}", rank=i) for i in range(n)]
+        procs = [
+            spawn_phase("gpt2", remote, root / f"ranks-{remote}" / f"rank{i}", rank=i, extra=extra) for i in range(n)
+        ]
         results = []
         for i, p in enumerate(procs):
             results.append(finish(p, f"rank {i}"))
@@ -413,6 +424,38 @@ def print_ranks_table(rows: list[dict]) -> None:
         )
 
 
+def flush_redis() -> None:
+    import redis  # redis-py, which PyTorch's Redis cache needs too
+
+    host = os.environ.get("TORCHINDUCTOR_REDIS_HOST", "127.0.0.1")
+    port = int(os.environ.get("TORCHINDUCTOR_REDIS_PORT", "6379"))
+    redis.Redis(host=host, port=port).flushall()
+
+
+def print_ranks_medians(rows: list[dict]) -> None:
+    """Each storm's CPU-seconds against its own reference, then the median of
+    those ratios with every storm shown."""
+    storms = sorted({r["storm"] for r in rows})
+    print()
+    print("| remote cache | storms | CPU-seconds, each storm | all ready, each storm | vs reference, each storm | median |")
+    print("|---|---|---|---|---|---|")
+    for remote in dict.fromkeys(r["remote"] for r in rows):
+        cpu, ready, ratio = [], [], []
+        for i in storms:
+            mine = [r for r in rows if r["storm"] == i and r["remote"] == remote]
+            ref = [r for r in rows if r["storm"] == i and r["remote"].startswith("reference")]
+            if not mine or not ref:
+                continue
+            cpu.append(mine[0]["cpu_s"])
+            ready.append(mine[0]["all_ready_s"])
+            ratio.append(mine[0]["cpu_s"] / ref[0]["cpu_s"])
+        med = sorted(ratio)[len(ratio) // 2]
+        print(
+            f"| {remote} | {len(cpu)} | {', '.join(f'{c:.0f}' for c in cpu)} | "
+            f"{', '.join(f'{t:.1f} s' for t in ready)} | {', '.join(f'{x:.2f}x' for x in ratio)} | {med:.2f}x |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -430,6 +473,8 @@ def main() -> None:
     m.add_argument("--no-prefetch-fresh", action="store_true", help="skip the fresh-node phase with prefetch only")
     r = sub.add_parser("ranks")
     r.add_argument("--ranks", type=int, default=4)
+    r.add_argument("--repeat", type=int, default=1, help="storms, each cold (its own namespace and dirs)")
+    r.add_argument("--no-redis", action="store_true", help="skip the storm through PyTorch's Redis cache")
     r.add_argument("--json")
     args = parser.parse_args()
 
@@ -437,6 +482,11 @@ def main() -> None:
         print(json.dumps(run_phase(args.model, args.remote)))
         return
     root = Path(tempfile.mkdtemp(prefix="kcache-torch-bench-"))
+
+    def save(rows: list[dict]) -> None:
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=1))
+
     try:
         if args.command == "models":
             profile_dir = Path(args.profile_dir) if args.profile_dir else None
@@ -449,13 +499,24 @@ def main() -> None:
                 bundles=not args.no_bundles,
                 plain_fresh=not args.no_plain_fresh,
                 prefetch_fresh=not args.no_prefetch_fresh,
+                progress=save,
             )
             print_models_table(rows)
         else:
-            rows = bench_ranks(args.ranks, root)
-            print_ranks_table(rows)
-        if args.json:
-            Path(args.json).write_text(json.dumps(rows, indent=1))
+            rows = []
+            for i in range(args.repeat):
+                # Every storm cold: its own namespace in kcache, Redis emptied, new dirs.
+                if not args.no_redis:
+                    flush_redis()
+                storm = bench_ranks(args.ranks, root / f"storm{i}", not args.no_redis, f"bench-storm-{os.getpid()}-{i}")
+                for r in storm:
+                    r["storm"] = i
+                print_ranks_table(storm)
+                rows += storm
+                save(rows)
+            if args.repeat > 1:
+                print_ranks_medians(rows)
+        save(rows)
         if not all(r["correct"] for r in rows):
             raise SystemExit("some compiled outputs differ from eager")
     finally:

@@ -8,7 +8,7 @@
 #                                                          wheel -> .device/torch
 #   scripts/device/torch_compile_cache.sh run models [--models resnet50,mlp] [--no-bundles] [--no-plain-fresh] [--no-prefetch-fresh]
 #                                          [--no-redis] [--repeat 3] [--profile-dir "$OUT/prof"]
-#   scripts/device/torch_compile_cache.sh run ranks [--ranks 4]
+#   scripts/device/torch_compile_cache.sh run ranks [--ranks 4] [--repeat 3] [--no-redis]
 #
 # The GPU machine has PyTorch, Triton, torchvision and transformers but no
 # package registry: what else runs there is carried (device tool: carry .device).
