@@ -1,5 +1,7 @@
 #include <kcache/storage/memory_store.h>
 
+#include <algorithm>
+
 namespace kcache::storage {
 
 MemoryStore::MemoryStore(std::uint64_t capacity_bytes) : capacity_(capacity_bytes) {}
@@ -135,6 +137,83 @@ Result<std::vector<ObjectInfo>> MemoryStore::list(const ListOptions& options) {
       out.push_back(
           ObjectInfo{e.area, e.key, e.value.size(), e.created_ms, e.last_access_ms, e.hits});
     }
+  }
+  return out;
+}
+
+Result<std::vector<std::optional<ObjectInfo>>>
+MemoryStore::describe(std::span<const ListCursor> entries) {
+  std::vector<std::optional<ObjectInfo>> out(entries.size());
+  std::lock_guard lock(mu_);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (const auto it = index_.find(index_key(entries[i].area, entries[i].key));
+        it != index_.end()) {
+      const Entry& e = *it->second;
+      out[i] = ObjectInfo{e.area, e.key, e.value.size(), e.created_ms, e.last_access_ms, e.hits};
+    }
+  }
+  return out;
+}
+
+Result<TopList> MemoryStore::list_top(const TopListOptions& options) {
+  const auto info_of = [](const Entry& e) {
+    return ObjectInfo{e.area, e.key, e.value.size(), e.created_ms, e.last_access_ms, e.hits};
+  };
+  const auto before = [&options](const ObjectInfo& a, const ObjectInfo& b) {
+    return comes_before(a, b, options.order);
+  };
+  TopList out;
+  if (options.order == ListOrder::kLastAccess) {
+    // The LRU list is that order already (front: the latest read or put):
+    // read from the front, and past the limit only the entries that tie
+    // with its last (ties go by key).
+    std::lock_guard lock(mu_);
+    out.entries = lru_.size();
+    for (const Entry& e : lru_) {
+      if (options.limit == 0 || (out.rows.size() >= options.limit &&
+                                 e.last_access_ms < out.rows[options.limit - 1].last_access_ms)) {
+        break;
+      }
+      out.rows.push_back(info_of(e));
+    }
+    std::stable_sort(out.rows.begin(), out.rows.end(), before);
+  } else {
+    // No order kept for these (keeping one for hits would cost every read):
+    // the best `limit` of every entry, a heap whose front is the last kept.
+    // Read in key order a chunk at a time, the lock let go between chunks,
+    // so reads are not held up for the whole walk.
+    constexpr std::size_t kChunk = 4096;
+    std::string after;
+    bool first = true;
+    for (bool more = true; more;) {
+      std::lock_guard lock(mu_);
+      out.entries = lru_.size();
+      auto it = first ? ordered_.begin() : ordered_.upper_bound(after);
+      first = false;
+      std::size_t n = 0;
+      for (; it != ordered_.end() && n < kChunk; ++it, ++n) {
+        if (options.limit == 0) {
+          continue;
+        }
+        ObjectInfo info = info_of(*it->second);
+        if (out.rows.size() < options.limit) {
+          out.rows.push_back(std::move(info));
+          std::push_heap(out.rows.begin(), out.rows.end(), before);
+        } else if (before(info, out.rows.front())) {
+          std::pop_heap(out.rows.begin(), out.rows.end(), before);
+          out.rows.back() = std::move(info);
+          std::push_heap(out.rows.begin(), out.rows.end(), before);
+        }
+      }
+      more = it != ordered_.end();
+      if (more) {
+        after = std::string(std::prev(it)->first);
+      }
+    }
+    std::sort_heap(out.rows.begin(), out.rows.end(), before);
+  }
+  if (out.rows.size() > options.limit) {
+    out.rows.resize(options.limit);
   }
   return out;
 }

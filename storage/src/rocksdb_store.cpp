@@ -1,6 +1,7 @@
 #include "disk_space.h"
 #include "rocksdb_access_record.h"
 #include "rocksdb_disk_guard.h"
+#include "rocksdb_order_index.h"
 
 #include <kcache/storage/rocksdb_store.h>
 
@@ -21,6 +22,7 @@ namespace {
 constexpr const char* kActionFamily = "ac";
 constexpr const char* kCasFamily = "cas";
 constexpr const char* kAccessFamily = "access";
+constexpr const char* kOrderFamily = "order";
 
 std::string index_key(Area area, std::string_view key) {
   std::string out(1, static_cast<char>(area));
@@ -65,6 +67,7 @@ struct RocksDbStore::Handles {
   rocksdb::ColumnFamilyHandle* action = nullptr;
   rocksdb::ColumnFamilyHandle* cas = nullptr;
   rocksdb::ColumnFamilyHandle* access = nullptr;
+  rocksdb::ColumnFamilyHandle* order = nullptr; // null: opened read-only on a store without it
   std::vector<rocksdb::ColumnFamilyHandle*> all;
 
   ~Handles() {
@@ -134,14 +137,18 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::open(const RocksDbOptions& o
   access.compaction_filter = handles->orphan_filter.get();
   access.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   access.write_buffer_size = write_buffer;
+  rocksdb::ColumnFamilyOptions order;
+  order.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  order.write_buffer_size = write_buffer;
   rocksdb::ColumnFamilyOptions unused;
   unused.write_buffer_size = write_buffer;
 
-  const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, unused},
       {kActionFamily, values},
       {kCasFamily, values},
-      {kAccessFamily, access}};
+      {kAccessFamily, access},
+      {kOrderFamily, order}};
   rocksdb::DB* raw = nullptr;
   // Recovery replays the WAL into memtables and flushes them: as much room
   // again as the WAL takes, plus the reserve. Without it, RocksDB would meet
@@ -169,6 +176,14 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::open(const RocksDbOptions& o
                   "refused (507) until kcached restarts with free space",
                   options.path, why);
     handles->all.clear();
+    // A store from before the order index has no such family, and a
+    // read-only open cannot create it: list_top() is then unsupported.
+    std::vector<std::string> existing;
+    if (rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(db_options), options.path, &existing)
+            .ok() &&
+        std::find(existing.begin(), existing.end(), kOrderFamily) == existing.end()) {
+      families.pop_back();
+    }
     s = rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(db_options), options.path, families,
                                      &handles->all, &raw);
   }
@@ -179,21 +194,36 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::open(const RocksDbOptions& o
   handles->action = handles->all[1];
   handles->cas = handles->all[2];
   handles->access = handles->all[3];
+  handles->order = handles->all.size() > 4 ? handles->all[4] : nullptr;
 
   if (!read_only) {
     handles->guard->hold_reserve(detail::free_disk_bytes(options.path).value_or(0));
   }
   auto store = std::make_unique<RocksDbStore>(OpenKey{}, options, std::move(handles), read_only);
-  // Recover the size bound's running total from the metadata family.
+  // Recover the size bound's running total and the entry count from the
+  // metadata family.
   std::unique_ptr<rocksdb::Iterator> it(
       store->handles_->db->NewIterator(rocksdb::ReadOptions(), store->handles_->access));
   std::uint64_t total = 0;
+  std::uint64_t entries = 0;
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     if (auto r = AccessRecord::decode(std::string_view(it->value().data(), it->value().size()))) {
       total += r->size;
+      ++entries;
     }
   }
   store->total_bytes_ = total;
+  store->entries_ = entries;
+  Handles& h = *store->handles_;
+  if (h.order != nullptr && !read_only) {
+    if (auto built = detail::build_order_index(*h.db, h.access, h.order, options.path);
+        !built.ok()) {
+      spdlog::warn("rocksdb store at {}: order index not built ({}); sorted listings read every "
+                   "entry and eviction sorts them",
+                   options.path, built.ToString());
+    }
+  }
+  store->order_index_ = h.order != nullptr && detail::order_index_built(*h.db, h.order);
   store->wal_bytes_ = detail::directory_bytes(options.path).wal;
   spdlog::info("rocksdb store at {}: {} bytes in use (and {} of WAL) of {}", options.path, total,
                store->wal_bytes_.load(), options.capacity_bytes);
@@ -348,21 +378,29 @@ Result<void> RocksDbStore::put(Area area, std::string_view key, std::string_view
     std::lock_guard lock(write_mu_);
     const std::string ikey = index_key(area, key);
     std::string old;
-    std::uint64_t old_size = 0;
-    std::int64_t created = unix_now_ms();
+    std::optional<AccessRecord> before;
+    const std::int64_t created = unix_now_ms();
     if (handles_->db->Get(rocksdb::ReadOptions(), handles_->access, ikey, &old).ok()) {
-      if (auto r = AccessRecord::decode(old)) {
-        old_size = r->size;
-      }
+      before = AccessRecord::decode(old);
     }
+    const AccessRecord record{value.size(), created, created, 0};
     rocksdb::WriteBatch batch;
     batch.Put(family(area), slice(key), slice(value));
-    batch.Put(handles_->access, ikey, AccessRecord{value.size(), created, created, 0}.encode());
+    batch.Put(handles_->access, ikey, record.encode());
+    if (order_index_) {
+      if (before) {
+        detail::delete_order_keys(batch, handles_->order, ikey, *before);
+      }
+      detail::put_order_keys(batch, handles_->order, ikey, record);
+    }
     if (auto s = handles_->db->Write(rocksdb::WriteOptions(), &batch); !s.ok()) {
       return tl::unexpected(write_error(s, "put"));
     }
     total_bytes_ += value.size();
-    total_bytes_ -= old_size;
+    total_bytes_ -= before ? before->size : 0;
+    if (!before) {
+      ++entries_;
+    }
   }
   maybe_evict();
   return {};
@@ -387,20 +425,24 @@ Result<void> RocksDbStore::remove(Area area, std::string_view key) {
   }
   std::lock_guard lock(write_mu_);
   const std::string ikey = index_key(area, key);
-  std::string record;
-  std::uint64_t size = 0;
-  if (handles_->db->Get(rocksdb::ReadOptions(), handles_->access, ikey, &record).ok()) {
-    if (auto r = AccessRecord::decode(record)) {
-      size = r->size;
-    }
+  std::string old;
+  std::optional<AccessRecord> record;
+  if (handles_->db->Get(rocksdb::ReadOptions(), handles_->access, ikey, &old).ok()) {
+    record = AccessRecord::decode(old);
   }
   rocksdb::WriteBatch batch;
   batch.Delete(family(area), slice(key));
   batch.Delete(handles_->access, ikey);
+  if (record && order_index_) {
+    detail::delete_order_keys(batch, handles_->order, ikey, *record);
+  }
   if (auto s = handles_->db->Write(rocksdb::WriteOptions(), &batch); !s.ok()) {
     return tl::unexpected(write_error(s, "remove"));
   }
-  total_bytes_ -= std::min<std::uint64_t>(size, total_bytes_.load());
+  if (record) {
+    total_bytes_ -= std::min<std::uint64_t>(record->size, total_bytes_.load());
+    entries_ -= std::min<std::uint64_t>(1, entries_.load());
+  }
   return {};
 }
 
@@ -432,14 +474,47 @@ Result<void> RocksDbStore::flush_access_times() {
   if (pending.empty() || read_only_) {
     return {};
   }
-  rocksdb::WriteBatch batch;
-  for (const auto& [ikey, t] : pending) {
-    batch.Merge(handles_->access, ikey, detail::Touch{t.last_access_ms, t.hits}.encode());
+  if (!order_index_) {
+    // Blind merges: nothing else to keep in step.
+    rocksdb::WriteBatch batch;
+    for (const auto& [ikey, t] : pending) {
+      batch.Merge(handles_->access, ikey, detail::Touch{t.last_access_ms, t.hits}.encode());
+    }
+    if (auto s = handles_->db->Write(rocksdb::WriteOptions(), &batch); !s.ok()) {
+      return tl::unexpected(write_error(s, "flush access times"));
+    }
+    return {};
   }
-  // Recency is advisory: losing the last second of it in a crash is fine.
-  rocksdb::WriteOptions write;
-  write.disableWAL = true;
-  if (auto s = handles_->db->Write(write, &batch); !s.ok()) {
+  // The index keys move with the records, so each record is read first
+  // (one MultiGet), under the lock that puts and removes take. A key removed
+  // since its read is skipped, not left as an orphan touch. Written with the
+  // WAL: a crash must not keep a record's new values without their index
+  // keys (the families are flushed apart).
+  std::vector<std::string> ikeys;
+  ikeys.reserve(pending.size());
+  for (const auto& entry : pending) {
+    ikeys.push_back(entry.first);
+  }
+  std::vector<rocksdb::Slice> slices(ikeys.begin(), ikeys.end());
+  std::vector<rocksdb::ColumnFamilyHandle*> families(ikeys.size(), handles_->access);
+  std::lock_guard lock(write_mu_);
+  std::vector<std::string> values;
+  const std::vector<rocksdb::Status> statuses =
+      handles_->db->MultiGet(rocksdb::ReadOptions(), families, slices, &values);
+  rocksdb::WriteBatch batch;
+  for (std::size_t i = 0; i < ikeys.size(); ++i) {
+    const auto before = statuses[i].ok() ? AccessRecord::decode(values[i]) : std::nullopt;
+    if (!before) {
+      continue;
+    }
+    const Touched& t = pending[ikeys[i]];
+    AccessRecord after = *before;
+    after.last_access_ms = std::max(after.last_access_ms, t.last_access_ms);
+    after.hits += t.hits;
+    batch.Put(handles_->access, ikeys[i], after.encode());
+    detail::update_order_keys(batch, handles_->order, ikeys[i], *before, after);
+  }
+  if (auto s = handles_->db->Write(rocksdb::WriteOptions(), &batch); !s.ok()) {
     return tl::unexpected(write_error(s, "flush access times"));
   }
   return {};
@@ -479,34 +554,65 @@ Result<std::uint64_t> RocksDbStore::evict_to(std::uint64_t target_bytes) {
   if (auto ok = flush_access_times(); !ok) {
     return tl::unexpected(ok.error());
   }
-  struct Candidate {
-    std::int64_t last_access_ms;
-    std::string ikey;
-  };
-  std::vector<Candidate> candidates;
-  std::unique_ptr<rocksdb::Iterator> it(
-      handles_->db->NewIterator(rocksdb::ReadOptions(), handles_->access));
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    if (auto r = AccessRecord::decode(std::string_view(it->value().data(), it->value().size()))) {
-      candidates.push_back({r->last_access_ms, it->key().ToString()});
-    }
-  }
-  if (!it->status().ok()) {
-    return tl::unexpected(io_error(it->status(), "scan for eviction"));
-  }
-  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    return a.last_access_ms < b.last_access_ms;
-  });
   std::uint64_t evicted = 0;
-  for (const Candidate& c : candidates) {
-    if (total_bytes_.load() <= target_bytes) {
-      break;
+  const auto evict = [&](std::string_view ikey) -> Result<void> {
+    if (ikey.empty()) {
+      return {};
     }
-    const auto area = static_cast<Area>(c.ikey[0]);
-    if (auto ok = remove(area, std::string_view(c.ikey).substr(1)); !ok) {
-      return tl::unexpected(ok.error());
+    if (auto ok = remove(static_cast<Area>(ikey[0]), ikey.substr(1)); !ok) {
+      return ok;
     }
     ++evicted;
+    return {};
+  };
+  if (order_index_) {
+    // Least recently read first: the end of the last-access order (its
+    // iterator keeps what it started from while entries are removed).
+    std::unique_ptr<rocksdb::Iterator> it(
+        handles_->db->NewIterator(rocksdb::ReadOptions(), handles_->order));
+    // The last key before the next tag: no order key is a lone tag byte.
+    it->SeekForPrev(
+        std::string(1, static_cast<char>(detail::order_tag(ListOrder::kLastAccess) + 1)));
+    for (; it->Valid() && total_bytes_.load() > target_bytes; it->Prev()) {
+      const auto k = detail::parse_order_key(ListOrder::kLastAccess,
+                                             std::string_view(it->key().data(), it->key().size()));
+      if (!k) {
+        break; // past the order's first key
+      }
+      if (auto ok = evict(k->ikey); !ok) {
+        return tl::unexpected(ok.error());
+      }
+    }
+    if (!it->status().ok()) {
+      return tl::unexpected(io_error(it->status(), "scan for eviction"));
+    }
+  } else {
+    struct Candidate {
+      std::int64_t last_access_ms;
+      std::string ikey;
+    };
+    std::vector<Candidate> candidates;
+    std::unique_ptr<rocksdb::Iterator> it(
+        handles_->db->NewIterator(rocksdb::ReadOptions(), handles_->access));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      if (auto r = AccessRecord::decode(std::string_view(it->value().data(), it->value().size()))) {
+        candidates.push_back({r->last_access_ms, it->key().ToString()});
+      }
+    }
+    if (!it->status().ok()) {
+      return tl::unexpected(io_error(it->status(), "scan for eviction"));
+    }
+    std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+      return a.last_access_ms < b.last_access_ms;
+    });
+    for (const Candidate& c : candidates) {
+      if (total_bytes_.load() <= target_bytes) {
+        break;
+      }
+      if (auto ok = evict(c.ikey); !ok) {
+        return tl::unexpected(ok.error());
+      }
+    }
   }
   evictions_.add(evicted);
   if (evicted > 0) {
@@ -561,6 +667,112 @@ Result<std::vector<ObjectInfo>> RocksDbStore::list(const ListOptions& options) {
         info.last_access_ms = std::max(info.last_access_ms, p->second.last_access_ms);
         info.hits += p->second.hits;
       }
+    }
+  }
+  return out;
+}
+
+} // namespace kcache::storage
+
+namespace kcache::storage {
+
+Result<TopList> RocksDbStore::list_top(const TopListOptions& options) {
+  if (!order_index_) {
+    return tl::unexpected(StoreError{StoreError::Code::kUnsupported,
+                                     "rocksdb store at " + options_.path + " has no order index"});
+  }
+  // Reads not flushed yet would be missing from the order and the rows.
+  if (auto ok = flush_access_times(); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  // One snapshot for the index and the records it names: a record that moved
+  // meanwhile is seen where the snapshot has it, not twice or not at all.
+  rocksdb::ManagedSnapshot snapshot(handles_->db.get());
+  rocksdb::ReadOptions read;
+  read.snapshot = snapshot.snapshot();
+  TopList out;
+  out.entries = entries_.load();
+  std::unique_ptr<rocksdb::Iterator> it(handles_->db->NewIterator(read, handles_->order));
+  std::vector<std::uint64_t> chunk; // the index's value per key of ikeys
+  std::vector<std::string> ikeys;
+  // The records of a chunk of index keys, read with one MultiGet.
+  const auto take_chunk = [&]() -> Result<void> {
+    std::vector<rocksdb::Slice> slices(ikeys.begin(), ikeys.end());
+    std::vector<rocksdb::ColumnFamilyHandle*> families(ikeys.size(), handles_->access);
+    std::vector<std::string> values;
+    const auto statuses = handles_->db->MultiGet(read, families, slices, &values);
+    for (std::size_t i = 0; i < ikeys.size() && out.rows.size() < options.limit; ++i) {
+      if (!statuses[i].ok() && !statuses[i].IsNotFound()) {
+        return tl::unexpected(io_error(statuses[i], "list_top"));
+      }
+      const auto r = statuses[i].ok() ? AccessRecord::decode(values[i]) : std::nullopt;
+      // An index key whose record is gone or says otherwise is stale
+      // (kept in step by every write; skipped should one ever differ).
+      if (!r || detail::order_value(*r, options.order) != chunk[i]) {
+        continue;
+      }
+      out.rows.push_back(ObjectInfo{static_cast<Area>(ikeys[i][0]), ikeys[i].substr(1), r->size,
+                                    r->created_ms, r->last_access_ms, r->hits});
+    }
+    chunk.clear();
+    ikeys.clear();
+    return {};
+  };
+  constexpr std::size_t kChunk = 256;
+  for (it->Seek(std::string(1, detail::order_tag(options.order)));
+       it->Valid() && out.rows.size() < options.limit; it->Next()) {
+    const auto k = detail::parse_order_key(options.order,
+                                           std::string_view(it->key().data(), it->key().size()));
+    if (!k || k->ikey.empty()) {
+      break; // the end of this order
+    }
+    ikeys.emplace_back(k->ikey);
+    chunk.push_back(k->value);
+    // A chunk no larger than the rows still missing: a short page reads little.
+    if (chunk.size() >= std::min(kChunk, options.limit - out.rows.size())) {
+      if (auto ok = take_chunk(); !ok) {
+        return tl::unexpected(ok.error());
+      }
+    }
+  }
+  if (!it->status().ok()) {
+    return tl::unexpected(io_error(it->status(), "list_top"));
+  }
+  if (!chunk.empty() && out.rows.size() < options.limit) {
+    if (auto ok = take_chunk(); !ok) {
+      return tl::unexpected(ok.error());
+    }
+  }
+  return out;
+}
+
+Result<std::vector<std::optional<ObjectInfo>>>
+RocksDbStore::describe(std::span<const ListCursor> entries) {
+  std::vector<std::string> ikeys;
+  ikeys.reserve(entries.size());
+  for (const ListCursor& e : entries) {
+    ikeys.push_back(index_key(e.area, e.key));
+  }
+  std::vector<rocksdb::Slice> slices(ikeys.begin(), ikeys.end());
+  std::vector<rocksdb::ColumnFamilyHandle*> families(ikeys.size(), handles_->access);
+  std::vector<std::string> values;
+  const auto statuses = handles_->db->MultiGet(rocksdb::ReadOptions(), families, slices, &values);
+  std::vector<std::optional<ObjectInfo>> out(entries.size());
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (!statuses[i].ok() && !statuses[i].IsNotFound()) {
+      return tl::unexpected(io_error(statuses[i], "describe"));
+    }
+    if (const auto r = statuses[i].ok() ? AccessRecord::decode(values[i]) : std::nullopt) {
+      out[i] = ObjectInfo{entries[i].area, entries[i].key,    r->size,
+                          r->created_ms,   r->last_access_ms, r->hits};
+    }
+  }
+  // Reads not flushed yet count, as in list().
+  std::lock_guard lock(touch_mu_);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (const auto p = touched_.find(ikeys[i]); out[i] && p != touched_.end()) {
+      out[i]->last_access_ms = std::max(out[i]->last_access_ms, p->second.last_access_ms);
+      out[i]->hits += p->second.hits;
     }
   }
   return out;

@@ -130,6 +130,38 @@ Result<std::vector<ObjectInfo>> SignatureCheckingStore::list(const ListOptions& 
   }
 }
 
+Result<TopList> SignatureCheckingStore::list_top(const TopListOptions& options) {
+  if (!options.servable_only) {
+    return inner_->list_top(options);
+  }
+  TopListOptions ask = options;
+  for (;;) {
+    auto top = inner_->list_top(ask);
+    if (!top) {
+      return top;
+    }
+    const bool more = top->rows.size() == ask.limit; // the inner store holds more
+    auto kept = servable(std::move(top->rows));
+    if (!kept) {
+      return tl::unexpected(kept.error());
+    }
+    TopList out{std::move(kept->infos), top->entries, top->entries_exact};
+    const bool omitted = out.rows.size() < kept->read;
+    // The count includes what was refused: no longer exact once some was.
+    out.entries_exact = out.entries_exact && !omitted;
+    if (out.rows.size() >= options.limit || !more || !omitted) {
+      if (out.rows.size() > options.limit) {
+        out.rows.resize(options.limit);
+      }
+      return out;
+    }
+    // Refused rows left the page short: ask again for more (each round
+    // doubles; the inner store answers in its own order, so the first rows
+    // come back the same).
+    ask.limit = ask.limit * 2 + 16;
+  }
+}
+
 Result<SignatureCheckingStore::Servable>
 SignatureCheckingStore::servable(std::vector<ObjectInfo> listed) {
   Servable out;

@@ -1,6 +1,8 @@
 #include <kcache/storage/store.h>
 
+#include <algorithm>
 #include <chrono>
+#include <tuple>
 
 namespace kcache::storage {
 
@@ -24,8 +26,60 @@ std::string_view error_code_name(StoreError::Code code) {
     return "too-large";
   case StoreError::Code::kNoSpace:
     return "no-space";
+  case StoreError::Code::kUnsupported:
+    return "unsupported";
   }
   return "unknown";
+}
+
+std::uint64_t order_value(const ObjectInfo& info, ListOrder order) {
+  switch (order) {
+  case ListOrder::kSize:
+    return info.size;
+  case ListOrder::kCreated:
+    return static_cast<std::uint64_t>(std::max<std::int64_t>(info.created_ms, 0));
+  case ListOrder::kLastAccess:
+    return static_cast<std::uint64_t>(std::max<std::int64_t>(info.last_access_ms, 0));
+  case ListOrder::kHits:
+    return info.hits;
+  }
+  return 0;
+}
+
+bool comes_before(const ObjectInfo& a, const ObjectInfo& b, ListOrder order) {
+  const std::uint64_t va = order_value(a, order);
+  const std::uint64_t vb = order_value(b, order);
+  if (va != vb) {
+    return va > vb;
+  }
+  return std::tie(a.area, a.key) < std::tie(b.area, b.key);
+}
+
+Result<std::vector<std::optional<ObjectInfo>>>
+Store::describe(std::span<const ListCursor> entries) {
+  std::vector<std::optional<ObjectInfo>> out;
+  out.reserve(entries.size());
+  for (const ListCursor& entry : entries) {
+    ListOptions one;
+    one.area = entry.area;
+    one.prefix = entry.key;
+    one.limit = 1; // key order: the key itself comes first of those it prefixes
+    auto listed = list(one);
+    if (!listed) {
+      return tl::unexpected(listed.error());
+    }
+    if (!listed->empty() && listed->front().key == entry.key) {
+      out.emplace_back(std::move(listed->front()));
+    } else {
+      out.emplace_back();
+    }
+  }
+  return out;
+}
+
+Result<TopList> Store::list_top(const TopListOptions& /*options*/) {
+  return tl::unexpected(
+      StoreError{StoreError::Code::kUnsupported, name() + " keeps no ordered index"});
 }
 
 std::vector<GetResult> Store::get_many(Area area, std::span<const std::string> keys) {

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <tuple>
 
 namespace kcache::storage {
@@ -183,6 +185,20 @@ Result<void> TieredStore::remove(Area area, std::string_view key) {
   return {};
 }
 
+namespace {
+
+void merge_listed(ObjectInfo& merged, const ObjectInfo& other) {
+  // The largest of each, so an order by any of them (list_top) can be
+  // merged from the tiers' own orders; reads add up, as each tier counts
+  // the reads it served.
+  merged.size = std::max(merged.size, other.size);
+  merged.created_ms = std::max(merged.created_ms, other.created_ms);
+  merged.last_access_ms = std::max(merged.last_access_ms, other.last_access_ms);
+  merged.hits += other.hits;
+}
+
+} // namespace
+
 Result<std::vector<ObjectInfo>> TieredStore::list(const ListOptions& options) {
   const auto before = [](const ObjectInfo& a, const ObjectInfo& b) {
     return std::tie(a.area, a.key) < std::tie(b.area, b.key);
@@ -225,17 +241,141 @@ Result<std::vector<ObjectInfo>> TieredStore::list(const ListOptions& options) {
       if (info.area != merged.area || info.key != merged.key) {
         continue;
       }
-      merged.size = std::max(merged.size, info.size);
-      merged.last_access_ms = std::max(merged.last_access_ms, info.last_access_ms);
-      merged.hits += info.hits; // each tier counts the reads it served
-      if (merged.created_ms == 0) {
-        merged.created_ms = info.created_ms;
-      }
+      merge_listed(merged, info);
       ++at[i];
     }
     out.push_back(std::move(merged));
   }
   return out;
+}
+
+bool TieredStore::lists_by_seek() const {
+  return std::all_of(tiers_.begin(), tiers_.end(),
+                     [](const std::unique_ptr<Store>& tier) { return tier->lists_by_seek(); });
+}
+
+Result<std::vector<std::optional<ObjectInfo>>>
+TieredStore::describe(std::span<const ListCursor> entries) {
+  std::vector<std::optional<ObjectInfo>> out(entries.size());
+  for (std::size_t t = 0; t < tiers_.size(); ++t) {
+    auto rows = tiers_[t]->describe(entries);
+    if (!rows) {
+      note_tier_error(t, rows.error());
+      continue;
+    }
+    for (std::size_t i = 0; i < entries.size() && i < rows->size(); ++i) {
+      if (!(*rows)[i]) {
+        continue;
+      }
+      if (out[i]) {
+        merge_listed(*out[i], *(*rows)[i]);
+      } else {
+        out[i] = std::move((*rows)[i]);
+      }
+    }
+  }
+  return out;
+}
+
+Result<TopList> TieredStore::list_top(const TopListOptions& options) {
+  using Id = std::pair<Area, std::string>;
+  TopListOptions ask = options;
+  for (int round = 0;; ++round) {
+    // Each tier's top `ask.limit`; an entry several hold is merged from all.
+    std::map<Id, ObjectInfo> rows;
+    std::vector<std::vector<bool>> seen_in(tiers_.size());
+    std::vector<TopList> lists(tiers_.size());
+    std::vector<bool> answered(tiers_.size(), false);
+    std::uint64_t entries = 0;
+    for (std::size_t t = 0; t < tiers_.size(); ++t) {
+      auto top = tiers_[t]->list_top(ask);
+      if (!top) {
+        if (top.error().code == StoreError::Code::kUnsupported) {
+          return top;
+        }
+        note_tier_error(t, top.error());
+        continue;
+      }
+      answered[t] = true;
+      entries = std::max(entries, top->entries);
+      lists[t] = std::move(*top);
+    }
+    for (std::size_t t = 0; t < tiers_.size(); ++t) {
+      for (const ObjectInfo& info : lists[t].rows) {
+        auto [it, fresh] = rows.try_emplace(Id{info.area, info.key}, info);
+        if (!fresh) {
+          merge_listed(it->second, info);
+        }
+      }
+    }
+    // Complete each row from the tiers whose top it was not in: their
+    // share of its hits and the rest of its fields.
+    for (std::size_t t = 0; t < tiers_.size(); ++t) {
+      if (!answered[t]) {
+        continue;
+      }
+      std::set<Id> listed_here;
+      for (const ObjectInfo& info : lists[t].rows) {
+        listed_here.emplace(info.area, info.key);
+      }
+      std::vector<ListCursor> missing;
+      for (const auto& [id, info] : rows) {
+        if (!listed_here.contains(id)) {
+          missing.push_back(ListCursor{id.first, id.second});
+        }
+      }
+      if (missing.empty()) {
+        continue;
+      }
+      auto found = tiers_[t]->describe(missing);
+      if (!found) {
+        note_tier_error(t, found.error());
+        continue;
+      }
+      for (std::size_t i = 0; i < missing.size() && i < found->size(); ++i) {
+        if ((*found)[i]) {
+          merge_listed(rows.at(Id{missing[i].area, missing[i].key}), *(*found)[i]);
+        }
+      }
+    }
+    TopList out;
+    out.entries = entries;
+    out.entries_exact = tiers_.size() == 1;
+    for (auto& [id, info] : rows) {
+      out.rows.push_back(std::move(info));
+    }
+    const auto before = [&options](const ObjectInfo& a, const ObjectInfo& b) {
+      return comes_before(a, b, options.order);
+    };
+    std::sort(out.rows.begin(), out.rows.end(), before);
+    // Sizes and times merge as the largest of the tiers' values, so an entry
+    // in no tier's top `ask.limit` has at least that many before it: the
+    // page is exact. Hits add up: an entry in no top list may have up to
+    // the sum of each full list's last value; read further until the page's
+    // last row is past that.
+    bool exact = true;
+    if (options.order == ListOrder::kHits) {
+      std::uint64_t unseen_most = 0;
+      for (std::size_t t = 0; t < tiers_.size(); ++t) {
+        if (answered[t] && lists[t].rows.size() == ask.limit && !lists[t].rows.empty()) {
+          unseen_most += lists[t].rows.back().hits;
+        }
+      }
+      exact = unseen_most == 0 || (out.rows.size() >= options.limit && options.limit > 0 &&
+                                   out.rows[options.limit - 1].hits > unseen_most);
+    }
+    if (exact || round == 3) {
+      if (!exact) {
+        return tl::unexpected(StoreError{StoreError::Code::kUnsupported,
+                                         "hits spread over the tiers: no exact top list"});
+      }
+      if (out.rows.size() > options.limit) {
+        out.rows.resize(options.limit);
+      }
+      return out;
+    }
+    ask.limit = ask.limit * 4 + 64;
+  }
 }
 
 } // namespace kcache::storage

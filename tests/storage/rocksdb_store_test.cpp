@@ -5,8 +5,11 @@
 #include <kcache/storage/rocksdb_store.h>
 
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
 
+#include <algorithm>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 namespace kcache::storage {
@@ -192,6 +195,112 @@ TEST(RocksDbStore, ConcurrentReadersAndWriters) {
   }
   EXPECT_EQ(failures.load(), 0);
   EXPECT_LE(store->size_bytes(), 4U << 20);
+}
+
+// The entries of `store` by `order` through list_top, as keys.
+std::vector<std::string> top_keys(RocksDbStore& store, ListOrder order, std::size_t limit) {
+  auto top = store.list_top({order, limit, false});
+  EXPECT_TRUE(top.has_value()) << top.error().message;
+  std::vector<std::string> out;
+  for (const ObjectInfo& info : top.value_or(TopList{}).rows) {
+    out.push_back(info.key);
+  }
+  return out;
+}
+
+// Opens the store's database without kcache, as another version of it would
+// have left it, and lets `change` alter it.
+void alter_database(const TempDir& dir,
+                    const std::function<void(rocksdb::DB&, rocksdb::ColumnFamilyHandle*)>& change) {
+  std::vector<rocksdb::ColumnFamilyDescriptor> families;
+  for (const char* name : {"default", "ac", "cas", "access", "order"}) {
+    families.emplace_back(name, rocksdb::ColumnFamilyOptions());
+  }
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir.str(), families, &handles, &raw).ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  change(*db, handles[4]);
+  for (auto* h : handles) {
+    ASSERT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
+  }
+  ASSERT_TRUE(db->Close().ok());
+}
+
+// Sizes 1..40, key i read i % 4 times: an order for each of the four.
+void fill_for_orders(RocksDbStore& store) {
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(store.put(Area::kAction, "k" + std::to_string(i), std::string(i + 1, 'x')));
+  }
+  for (int i = 0; i < 40; ++i) {
+    for (int r = 0; r < i % 4; ++r) {
+      ASSERT_TRUE(store.get(Area::kAction, "k" + std::to_string(i)));
+    }
+  }
+}
+
+TEST(RocksDbStore, AStoreFromBeforeTheOrderIndexGetsItAtOpen) {
+  TempDir dir;
+  std::vector<std::string> by_size, by_hits;
+  {
+    auto store = open_store(dir);
+    fill_for_orders(*store);
+    by_size = top_keys(*store, ListOrder::kSize, 10);
+    by_hits = top_keys(*store, ListOrder::kHits, 40);
+    EXPECT_EQ(by_size.front(), "k39");
+  }
+  // An older kcache had no "order" family at all.
+  alter_database(dir, [](rocksdb::DB& db, rocksdb::ColumnFamilyHandle* order) {
+    ASSERT_TRUE(db.DropColumnFamily(order).ok());
+  });
+  auto store = open_store(dir);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(top_keys(*store, ListOrder::kSize, 10), by_size);
+  EXPECT_EQ(top_keys(*store, ListOrder::kHits, 40), by_hits);
+  EXPECT_EQ(store->usage().entries, 40U);
+}
+
+TEST(RocksDbStore, AnIndexBuildCutShortIsBuiltAgain) {
+  TempDir dir;
+  std::vector<std::string> by_size;
+  {
+    auto store = open_store(dir);
+    fill_for_orders(*store);
+    by_size = top_keys(*store, ListOrder::kSize, 40);
+  }
+  // No mark, and a key of an entry that is not there (as a build stopped
+  // half-way, or an index from other data, would leave).
+  alter_database(dir, [](rocksdb::DB& db, rocksdb::ColumnFamilyHandle* order) {
+    ASSERT_TRUE(db.Delete(rocksdb::WriteOptions(), order, rocksdb::Slice("\0index-v1", 9)).ok());
+    ASSERT_TRUE(db.Put(rocksdb::WriteOptions(), order,
+                       rocksdb::Slice("s\0\0\0\0\0\0\0\0\0ghost", 15), rocksdb::Slice())
+                    .ok());
+  });
+  auto store = open_store(dir);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(top_keys(*store, ListOrder::kSize, 100), by_size);
+}
+
+TEST(RocksDbStore, EvictionTakesTheLeastRecentlyReadFromTheIndex) {
+  TempDir dir;
+  auto store = open_store(dir);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(store->put(Area::kAction, "k" + std::to_string(i), std::string(1000, 'x')));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2)); // distinct access times
+  }
+  // Reading the five oldest makes them the most recent.
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(store->get(Area::kAction, "k" + std::to_string(i)));
+  }
+  ASSERT_TRUE(store->flush_access_times());
+  auto evicted = store->evict_to(10 * 1000);
+  ASSERT_TRUE(evicted.has_value()) << evicted.error().message;
+  EXPECT_EQ(*evicted, 10U);
+  std::vector<std::string> left = top_keys(*store, ListOrder::kLastAccess, 100);
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"k0", "k1", "k15", "k16", "k17", "k18", "k19", "k2",
+                                            "k3", "k4"}));
+  EXPECT_EQ(store->usage().entries, 10U);
 }
 
 TEST(RocksDbStore, UnopenablePathIsAClearError) {

@@ -372,6 +372,95 @@ TEST_P(StoreConformance, ConcurrentCallersSeeTheirOwnValues) {
   EXPECT_EQ(listed_keys({}).size(), 100U);
 }
 
+constexpr ListOrder kOrders[] = {ListOrder::kSize, ListOrder::kCreated, ListOrder::kLastAccess,
+                                 ListOrder::kHits};
+
+// What list_top(order, limit) must answer: the whole listing, sorted.
+std::vector<ObjectInfo> sorted_listing(Store& store, ListOrder order) {
+  auto all = store.list(ListOptions{});
+  EXPECT_TRUE(all.has_value()) << all.error().message;
+  std::vector<ObjectInfo> rows = all.value_or(std::vector<ObjectInfo>{});
+  std::sort(rows.begin(), rows.end(), [order](const ObjectInfo& a, const ObjectInfo& b) {
+    return comes_before(a, b, order);
+  });
+  return rows;
+}
+
+// list_top's rows against the sorted listing: the same entries in the same
+// order, with the same values. False (and a GTest failure) when they differ;
+// true also when the store keeps no order (kUnsupported, Redis).
+void expect_top_is_the_sorted_listing(Store& store, const std::string& when) {
+  for (const ListOrder order : kOrders) {
+    const std::vector<ObjectInfo> expected = sorted_listing(store, order);
+    for (const std::size_t limit :
+         {std::size_t{0}, std::size_t{1}, std::size_t{7}, expected.size(), expected.size() + 50}) {
+      auto top = store.list_top({order, limit, false});
+      if (!top && top.error().code == StoreError::Code::kUnsupported) {
+        return;
+      }
+      ASSERT_TRUE(top.has_value()) << top.error().message;
+      const std::size_t n = std::min(limit, expected.size());
+      ASSERT_EQ(top->rows.size(), n)
+          << when << ", order " << static_cast<int>(order) << ", limit " << limit;
+      for (std::size_t i = 0; i < n; ++i) {
+        const ObjectInfo& got = top->rows[i];
+        const ObjectInfo& want = expected[i];
+        EXPECT_EQ(
+            std::tie(got.area, got.key, got.size, got.created_ms, got.last_access_ms, got.hits),
+            std::tie(want.area, want.key, want.size, want.created_ms, want.last_access_ms,
+                     want.hits))
+            << when << ", order " << static_cast<int>(order) << ", row " << i << ": " << got.key
+            << " where the listing has " << want.key;
+      }
+      if (top->entries_exact) {
+        EXPECT_EQ(top->entries, expected.size()) << when;
+      }
+    }
+  }
+}
+
+TEST_P(StoreConformance, ListTopIsTheSortedListingThroughPutsReadsAndRemoves) {
+  // Sizes, times and hits that tie and differ, in both areas.
+  for (int i = 0; i < 60; ++i) {
+    put(i % 3 == 0 ? Area::kCas : Area::kAction, "key-" + std::to_string(i),
+        std::string(static_cast<std::size_t>((i * 7) % 23 + 1), 'v'));
+  }
+  expect_top_is_the_sorted_listing(store(), "after puts");
+  for (int i = 0; i < 60; i += 4) {
+    for (int r = 0; r <= i % 5; ++r) {
+      (void)value_of(i % 3 == 0 ? Area::kCas : Area::kAction, "key-" + std::to_string(i));
+    }
+  }
+  expect_top_is_the_sorted_listing(store(), "after reads");
+  for (int i = 1; i < 60; i += 7) {
+    ASSERT_TRUE(
+        store().remove(i % 3 == 0 ? Area::kCas : Area::kAction, "key-" + std::to_string(i)));
+  }
+  put(Area::kAction, "key-2", std::string(500, 'w')); // a new size for an entry held
+  expect_top_is_the_sorted_listing(store(), "after removes and a re-put");
+}
+
+TEST_P(StoreConformance, DescribeAnswersEachEntryAsListDoes) {
+  put(Area::kAction, "a", "alpha");
+  put(Area::kCas, "b", "beta!");
+  (void)value_of(Area::kAction, "a");
+  const std::vector<ListCursor> asked = {
+      {Area::kAction, "a"}, {Area::kAction, "b"}, {Area::kCas, "b"}, {Area::kCas, "zz"}};
+  auto described = store().describe(asked);
+  ASSERT_TRUE(described.has_value()) << described.error().message;
+  ASSERT_EQ(described->size(), asked.size());
+  auto listed = store().list(ListOptions{});
+  ASSERT_TRUE(listed.has_value());
+  ASSERT_EQ(listed->size(), 2U);
+  ASSERT_TRUE((*described)[0].has_value());
+  EXPECT_EQ((*described)[0]->hits, listed->at(0).hits);
+  EXPECT_EQ((*described)[0]->size, listed->at(0).size);
+  EXPECT_FALSE((*described)[1].has_value()) << "another area";
+  ASSERT_TRUE((*described)[2].has_value());
+  EXPECT_EQ((*described)[2]->key, "b");
+  EXPECT_FALSE((*described)[3].has_value());
+}
+
 INSTANTIATE_TEST_SUITE_P(Tiers, StoreConformance, ::testing::ValuesIn(tiers()),
                          [](const ::testing::TestParamInfo<Tier>& tier) {
                            return tier.param.name;

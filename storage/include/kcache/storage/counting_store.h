@@ -27,6 +27,14 @@ public:
   Result<bool> contains(Area area, std::string_view key) override;
   Result<void> remove(Area area, std::string_view key) override;
   Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
+  bool lists_by_seek() const override { return inner_->lists_by_seek(); }
+  Result<TopList> list_top(const TopListOptions& options) override {
+    return inner_->list_top(options);
+  }
+  Result<std::vector<std::optional<ObjectInfo>>>
+  describe(std::span<const ListCursor> entries) override {
+    return inner_->describe(entries);
+  }
   std::vector<GetResult> get_many(Area area, std::span<const std::string> keys) override;
   SharedGetResult get_shared(Area area, std::string_view key) override;
   std::vector<SharedGetResult> get_many_shared(Area area,

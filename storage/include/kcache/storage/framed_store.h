@@ -22,6 +22,14 @@ public:
   Result<bool> contains(Area area, std::string_view key) override;
   Result<void> remove(Area area, std::string_view key) override;
   Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
+  bool lists_by_seek() const override { return inner_->lists_by_seek(); }
+  Result<TopList> list_top(const TopListOptions& options) override {
+    return inner_->list_top(options);
+  }
+  Result<std::vector<std::optional<ObjectInfo>>>
+  describe(std::span<const ListCursor> entries) override {
+    return inner_->describe(entries);
+  }
   std::vector<GetResult> get_many(Area area, std::span<const std::string> keys) override;
   // The inner store's counters, plus the values this decorator found corrupt:
   // those were hits for the inner store but misses for our callers.

@@ -36,6 +36,11 @@ public:
   Result<bool> contains(Area area, std::string_view key) override;
   Result<void> remove(Area area, std::string_view key) override;
   Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
+  // Last access walks the LRU list from its front; the other orders read
+  // every entry (the tier is bounded by its capacity).
+  Result<TopList> list_top(const TopListOptions& options) override;
+  Result<std::vector<std::optional<ObjectInfo>>>
+  describe(std::span<const ListCursor> entries) override;
   CounterSnapshot counters() const override { return {.evictions = evictions_.load()}; }
   StoreUsage usage() const override;
 

@@ -29,6 +29,7 @@ public:
   Result<bool> contains(Area area, std::string_view key) override;
   Result<void> remove(Area area, std::string_view key) override;
   Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
+  bool lists_by_seek() const override { return false; } // SCAN: Redis keeps no order
   std::vector<GetResult> get_many(Area area, std::span<const std::string> keys) override;
 
   protocol::CircuitBreaker::State breaker_state() const { return client_->breaker_state(); }

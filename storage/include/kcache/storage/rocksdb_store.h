@@ -3,10 +3,12 @@
 //
 // - Column families: "ac" and "cas" hold values (BlobDB keeps large ones in
 //   blob files, out of the LSM), "access" holds per-entry metadata (size,
-//   created, last access).
+//   created, last access, hits), "order" an index of the entries by each of
+//   those (rocksdb_order_index.h): list_top() and eviction read it from an
+//   end instead of every entry.
 // - Capacity is bounded with LRU-by-access eviction. Reads do not write: they
-//   mark the key as touched in memory, and touches are flushed as a batch of
-//   merge operands (max of last-access times) every interval or batch size.
+//   mark the key as touched in memory, and touches are flushed as one batch
+//   (records and index moved together) every interval or batch size.
 // - A value RocksDB reports as corrupt (bad block or blob checksum) is a miss;
 //   it is deleted and counted.
 // - Capacity counts the values and the write-ahead log (bounded by
@@ -63,12 +65,17 @@ public:
   Result<bool> contains(Area area, std::string_view key) override;
   Result<void> remove(Area area, std::string_view key) override;
   Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
+  // kUnsupported when opened read-only on a store without the index.
+  Result<TopList> list_top(const TopListOptions& options) override;
+  Result<std::vector<std::optional<ObjectInfo>>>
+  describe(std::span<const ListCursor> entries) override;
   std::vector<GetResult> get_many(Area area, std::span<const std::string> keys) override;
   CounterSnapshot counters() const override {
     return {.corrupt = corrupt_.load(), .evictions = evictions_.load()};
   }
-  // Entries are not counted: RocksDB only estimates them.
-  StoreUsage usage() const override { return {accounted_bytes(), capacity_bytes(), {}}; }
+  StoreUsage usage() const override {
+    return {accounted_bytes(), capacity_bytes(), entries_.load()};
+  }
 
   std::uint64_t size_bytes() const { return total_bytes_.load(); }
   // What counts against the capacity: the values plus the write-ahead log.
@@ -106,12 +113,16 @@ private:
   std::unique_ptr<Handles> handles_;
   const bool read_only_;
   std::atomic<std::uint64_t> total_bytes_{0};
+  std::atomic<std::uint64_t> entries_{0};
+  bool order_index_ = false;                // the order family is there and built
   std::atomic<std::uint64_t> wal_bytes_{0}; // measured after each put
   std::atomic<bool> out_of_space_{false};   // a no-space episode, logged once
   std::atomic<bool> needs_resume_{false};   // RocksDB itself failed a write for space
   EventCounter corrupt_;
   EventCounter evictions_;
-  std::mutex write_mu_; // orders size accounting of puts and removes
+  // Orders puts, removes and touch flushes: each reads an entry's record and
+  // writes it with its index keys in one batch.
+  std::mutex write_mu_;
   std::mutex evict_mu_;
   std::mutex touch_mu_;
   struct Touched {

@@ -66,6 +66,14 @@ public:
   // With options.servable_only, without the action records get() would
   // refuse (read and verified here).
   Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
+  bool lists_by_seek() const override { return inner_->lists_by_seek(); }
+  // With servable_only, the first `limit` servable entries: the inner
+  // store's, read further while refused ones leave the page short.
+  Result<TopList> list_top(const TopListOptions& options) override;
+  Result<std::vector<std::optional<ObjectInfo>>>
+  describe(std::span<const ListCursor> entries) override {
+    return inner_->describe(entries);
+  }
   std::vector<GetResult> get_many(Area area, std::span<const std::string> keys) override;
   // The inner store's counters; a rejected record was a hit for the inner
   // tier but is a miss for our callers.

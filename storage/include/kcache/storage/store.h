@@ -34,7 +34,18 @@ using Bytes = std::string;
 struct StoreError {
   // kNoSpace: the tier's disk (or its configured capacity) cannot take more;
   // reads still work. kcached answers it 507 Insufficient Storage.
-  enum class Code { kUnavailable, kTimeout, kIo, kCorrupt, kInvalidArgument, kTooLarge, kNoSpace };
+  // kUnsupported: the tier cannot answer this kind of call (list_top on a
+  // tier that keeps no order); the caller takes another way.
+  enum class Code {
+    kUnavailable,
+    kTimeout,
+    kIo,
+    kCorrupt,
+    kInvalidArgument,
+    kTooLarge,
+    kNoSpace,
+    kUnsupported
+  };
   Code code = Code::kIo;
   std::string message;
   // Refused without trying (an open circuit breaker): counted as rejected,
@@ -110,6 +121,28 @@ struct ListOptions {
   bool servable_only = false;
 };
 
+// The orders list_top() keeps besides key order: largest value first (the
+// biggest, newest, most recently read, most read), ties by (area, key).
+enum class ListOrder : std::uint8_t { kSize, kCreated, kLastAccess, kHits };
+// The value `order` sorts `info` by.
+std::uint64_t order_value(const ObjectInfo& info, ListOrder order);
+// True when `a` comes before `b` in `order`.
+bool comes_before(const ObjectInfo& a, const ObjectInfo& b, ListOrder order);
+
+struct TopListOptions {
+  ListOrder order = ListOrder::kLastAccess;
+  std::size_t limit = 0;
+  bool servable_only = false; // as ListOptions::servable_only
+};
+
+struct TopList {
+  std::vector<ObjectInfo> rows; // the first `limit` entries of both areas in the order
+  // Entries the tier holds (both areas). Exact for one tier; a composed
+  // store may only estimate the union of its tiers.
+  std::uint64_t entries = 0;
+  bool entries_exact = true;
+};
+
 class Store {
 public:
   virtual ~Store() = default;
@@ -131,6 +164,20 @@ public:
   // Removing a missing key succeeds.
   virtual Result<void> remove(Area area, std::string_view key) = 0;
   virtual Result<std::vector<ObjectInfo>> list(const ListOptions& options) = 0;
+  // Whether list() after a cursor seeks (costs about what it returns) rather
+  // than scanning everything the tier holds (Redis keeps no order): callers
+  // that would skip ahead by many small lists ask first.
+  virtual bool lists_by_seek() const { return true; }
+  // The first entries in a size, time or hits order, from an index the tier
+  // keeps: a page costs what it returns, not a read of every entry. The
+  // default answers kUnsupported (a tier that keeps no such order, Redis):
+  // the caller then reads the whole listing (service/src/entry_pages.h).
+  virtual Result<TopList> list_top(const TopListOptions& options);
+  // The listing rows of these entries, as list() would give them (nullopt:
+  // not held), without reading their values or counting a read. The default
+  // lists each one; RocksDB and memory answer all at once.
+  virtual Result<std::vector<std::optional<ObjectInfo>>>
+  describe(std::span<const ListCursor> entries);
   // One result per key, in order. The default asks get() per key; tiers with a
   // native batch read (RocksDB MultiGet, Redis MGET) override it.
   virtual std::vector<GetResult> get_many(Area area, std::span<const std::string> keys);

@@ -34,6 +34,15 @@ public:
   Result<void> remove(Area area, std::string_view key) override;
   // The union over tiers; per key the largest size and latest access.
   Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
+  bool lists_by_seek() const override; // when every tier does
+  // The tiers' own top lists, merged as list() merges an entry's rows
+  // (merge_listed). Exact: every row is completed from the tiers whose top
+  // it was not in, and the hits order (a sum over tiers) reads further until
+  // no unread entry could still reach the page. kUnsupported when a tier
+  // keeps no order.
+  Result<TopList> list_top(const TopListOptions& options) override;
+  Result<std::vector<std::optional<ObjectInfo>>>
+  describe(std::span<const ListCursor> entries) override;
   std::vector<GetResult> get_many(Area area, std::span<const std::string> keys) override;
   // As get() and get_many(): a hit is backfilled with put_shared, so the
   // memory tier keeps the very buffer a slower tier's read made.
