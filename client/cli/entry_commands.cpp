@@ -123,7 +123,8 @@ int cmd_ls(Cli& cli) {
            protocol::format_size(e.size), std::to_string(e.hits), format_age(e.last_access_ms, now),
            format_age(e.created_ms, now)});
   }
-  std::cout << t.render() << list->entries.size() << " of " << list->total << " entries\n";
+  std::cout << t.render() << list->entries.size() << " of "
+            << (list->total_estimated ? "about " : "") << list->total << " entries\n";
   return kOk;
 }
 

@@ -200,7 +200,11 @@ json to_json(const EntryList& list) {
   for (const EntrySummary& e : list.entries) {
     entries.push_back(to_json(e));
   }
-  return json{{"entries", std::move(entries)}, {"total", list.total}};
+  json out{{"entries", std::move(entries)}, {"total", list.total}};
+  if (list.total_estimated) {
+    out["total_estimated"] = true;
+  }
+  return out;
 }
 
 tl::expected<json, std::string> to_json(const Entry& entry) {
@@ -307,6 +311,7 @@ tl::expected<EntryList, std::string> entry_list_from_json(const json& doc) {
     EntryList list;
     read_array(doc, "entries", list.entries, summary_from_json);
     read(doc, "total", list.total);
+    read(doc, "total_estimated", list.total_estimated);
     return list;
   });
 }

@@ -210,7 +210,7 @@ Response RequestHandler::entries(const Request& req, const RouteArgs& args) {
       options.after = storage::ListCursor{cursor_area == "ac" ? Area::kAction : Area::kCas,
                                           after.substr(colon + 1)};
     }
-    auto page = key_page(store_, options, page_limit, keep, kMaxEntriesExamined);
+    auto page = key_page(store_, options, page_limit, keep, kMaxEntriesExamined, ns);
     if (!page) {
       return store_error(req, page.error());
     }
@@ -245,12 +245,21 @@ Response RequestHandler::entries(const Request& req, const RouteArgs& args) {
           window->rows.begin() + static_cast<std::ptrdiff_t>(last));
       protocol::EntryList out = with_sizes(rows);
       out.total = window->total;
+      out.total_estimated = window->total_estimated;
       return json_response(req, http::status::ok, protocol::to_json(out));
     }
   }
   const bool first_page = *offset == 0;
-  auto page =
-      sorted_page(store_, options, *sort, *offset, first_page ? kMaxEntriesPage : page_limit, keep);
+  // A first page keeps the window for the pages after it: the whole bound
+  // when every entry is read for it, a shorter one from an order index
+  // (read again for a page past it, at the cost of offset + limit rows).
+  SortedQuery sorted{*sort,
+                     *offset,
+                     first_page ? kMaxEntriesPage : page_limit,
+                     first_page ? std::max(page_limit, kIndexedWindow) : page_limit,
+                     everywhere && ns.empty(),
+                     ns};
+  auto page = sorted_page(store_, options, sorted, keep);
   if (!page) {
     return store_error(req, page.error());
   }
@@ -258,6 +267,7 @@ Response RequestHandler::entries(const Request& req, const RouteArgs& args) {
     auto window = std::make_shared<SortedWindows::Window>();
     window->rows = std::move(page->rows);
     window->total = page->total;
+    window->total_estimated = page->total_estimated;
     page->rows.assign(window->rows.begin(),
                       window->rows.begin() +
                           static_cast<std::ptrdiff_t>(std::min(page_limit, window->rows.size())));
@@ -265,6 +275,7 @@ Response RequestHandler::entries(const Request& req, const RouteArgs& args) {
   }
   protocol::EntryList out = with_sizes(page->rows);
   out.total = page->total;
+  out.total_estimated = page->total_estimated;
   return json_response(req, http::status::ok, protocol::to_json(out));
 }
 

@@ -1,5 +1,7 @@
 #include "entry_pages.h"
 
+#include "listing_reader.h"
+
 #include <algorithm>
 #include <tuple>
 
@@ -21,16 +23,20 @@ ListCursor cursor_of(const ObjectInfo& info) {
 
 storage::Result<KeyPage> key_page(storage::Store& store, storage::ListOptions options,
                                   std::size_t limit, const EntryFilter& keep,
-                                  std::size_t max_examined) {
+                                  std::size_t max_examined, const std::string& ns) {
   limit = std::max<std::size_t>(limit, 1);
   // A row past the page says more follow; filters may drop rows, so a chunk
   // is never tiny.
-  options.limit = std::clamp<std::size_t>(limit + 1, 128, kChunk);
+  ListingReader reader(store, std::move(options), std::clamp<std::size_t>(limit + 1, 128, kChunk),
+                       ns);
   KeyPage page;
   for (;;) {
-    auto listed = store.list(options);
+    auto listed = reader.next();
     if (!listed) {
       return tl::unexpected(listed.error());
+    }
+    if (listed->empty()) {
+      return page; // the end
     }
     for (ObjectInfo& info : *listed) {
       ++page.examined;
@@ -46,10 +52,6 @@ storage::Result<KeyPage> key_page(storage::Store& store, storage::ListOptions op
         return page;
       }
     }
-    if (listed->size() < options.limit) {
-      return page; // the end
-    }
-    options.after = cursor_of(listed->back());
   }
 }
 
@@ -72,9 +74,54 @@ std::optional<EntrySort> parse_entry_sort(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+
+std::optional<storage::ListOrder> order_of(EntrySort sort) {
+  switch (sort) {
+  case EntrySort::kSize:
+    return storage::ListOrder::kSize;
+  case EntrySort::kHits:
+    return storage::ListOrder::kHits;
+  case EntrySort::kCreated:
+    return storage::ListOrder::kCreated;
+  case EntrySort::kLastAccess:
+    return storage::ListOrder::kLastAccess;
+  case EntrySort::kKey:
+    break;
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
 storage::Result<SortedPage> sorted_page(storage::Store& store, storage::ListOptions options,
-                                        EntrySort sort, std::size_t offset, std::size_t limit,
-                                        const EntryFilter& keep) {
+                                        const SortedQuery& query, const EntryFilter& keep) {
+  const EntrySort sort = query.sort;
+  const std::size_t offset = query.offset;
+  const std::size_t limit = query.limit;
+  if (const auto order = order_of(sort);
+      order && query.keep_all && query.ns.empty() && options.prefix.empty() && !options.area) {
+    auto top = store.list_top(
+        {*order, offset + std::min(limit, query.indexed_limit), options.servable_only});
+    if (top) {
+      SortedPage page;
+      page.indexed = true;
+      page.total = top->entries;
+      page.total_estimated = !top->entries_exact;
+      if (offset < top->rows.size()) {
+        page.rows.assign(
+            std::make_move_iterator(top->rows.begin() + static_cast<std::ptrdiff_t>(offset)),
+            std::make_move_iterator(top->rows.end()));
+      }
+      // A count that lags the rows (a put between them) never says less
+      // than the page shows.
+      page.total = std::max<std::uint64_t>(page.total, top->rows.size());
+      return page;
+    }
+    if (top.error().code != storage::StoreError::Code::kUnsupported) {
+      return tl::unexpected(top.error());
+    }
+  }
   // a before b in the listing; ties by area and key, so pages of one
   // listing never overlap.
   const auto before = [sort](const ObjectInfo& a, const ObjectInfo& b) {
@@ -97,16 +144,15 @@ storage::Result<SortedPage> sorted_page(storage::Store& store, storage::ListOpti
   // A max-heap by `before`: its front is the last of the entries kept.
   std::vector<ObjectInfo> kept;
   SortedPage page;
-  options.limit = kChunk;
   options.after.reset();
+  ListingReader reader(store, std::move(options), kChunk, query.ns);
   for (;;) {
-    auto listed = store.list(options);
+    auto listed = reader.next();
     if (!listed) {
       return tl::unexpected(listed.error());
     }
-    const bool more = listed->size() == options.limit;
-    if (more) {
-      options.after = cursor_of(listed->back());
+    if (listed->empty()) {
+      break;
     }
     for (ObjectInfo& info : *listed) {
       if (!keep(info)) {
@@ -121,9 +167,6 @@ storage::Result<SortedPage> sorted_page(storage::Store& store, storage::ListOpti
         kept.back() = std::move(info);
         std::push_heap(kept.begin(), kept.end(), before);
       }
-    }
-    if (!more) {
-      break;
     }
   }
   std::sort_heap(kept.begin(), kept.end(), before);

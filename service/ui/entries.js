@@ -5,8 +5,10 @@
 //
 // In key order the pages follow a cursor (after=, next_after): each costs
 // what it shows, however large the store. The other orders page by offset,
-// with a total: their first page reads every entry on the server, which
-// keeps the listing's first 10,000 rows for the pages after it.
+// with a total. Unfiltered, kcached reads them from its stores' order index;
+// filtered, the first page reads every entry on the server. Either way it
+// keeps the listing's first 10,000 rows for the pages after it. Over several
+// tiers the total is their entry count (total_estimated), shown as "about".
 'use strict';
 
 (() => {
@@ -184,9 +186,13 @@
       el('next').disabled = !more;
     } else {
       const first = list.entries.length ? offset + 1 : 0;
-      el('summary').textContent = `${count(first)}–${count(offset + list.entries.length)} of ${count(list.total)} entries`;
+      const about = list.total_estimated ? 'about ' : '';
+      el('summary').textContent = `${count(first)}–${count(offset + list.entries.length)} of ${about}${count(list.total)} entries`;
       el('prev').disabled = offset === 0;
-      el('next').disabled = offset + list.entries.length >= list.total;
+      // An estimated total may fall short of the listing: a full page says more may follow.
+      el('next').disabled = list.total_estimated
+        ? list.entries.length < PAGE
+        : offset + list.entries.length >= list.total;
     }
   }
 

@@ -2,8 +2,10 @@
 // a cursor in bounded reads (entry_pages.h), GET /v1/explain and GET /v1/whoami.
 
 #include "entry_pages.h"
+#include "listing_reader.h"
 
 #include <kcache/cachekey/key_manifest.h>
+#include <kcache/service/key_namespace.h>
 #include <kcache/service/request_handler.h>
 #include <kcache/storage/artifact_store.h>
 #include <kcache/storage/memory_store.h>
@@ -13,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <random>
 #include <tuple>
 
 namespace kcache::service {
@@ -101,7 +104,7 @@ TEST_F(EntryPages, FiltersAndTheBoundOnEntriesExamined) {
 }
 
 TEST_F(EntryPages, SortedPagesAreWindowsOfTheWholeSortedListing) {
-  auto whole = sorted_page(store_, options_, EntrySort::kSize, 0, 300, all_);
+  auto whole = sorted_page(store_, options_, {EntrySort::kSize, 0, 300, SIZE_MAX, false, {}}, all_);
   ASSERT_TRUE(whole.has_value()) << whole.error().message;
   EXPECT_EQ(whole->total, 300U);
   ASSERT_EQ(whole->rows.size(), 300U);
@@ -110,17 +113,178 @@ TEST_F(EntryPages, SortedPagesAreWindowsOfTheWholeSortedListing) {
                                return std::make_tuple(-static_cast<std::int64_t>(a.size), a.key) <
                                       std::make_tuple(-static_cast<std::int64_t>(b.size), b.key);
                              }));
-  auto page = sorted_page(store_, options_, EntrySort::kSize, 120, 50, all_);
+  auto page = sorted_page(store_, options_, {EntrySort::kSize, 120, 50, SIZE_MAX, false, {}}, all_);
   ASSERT_TRUE(page.has_value());
   EXPECT_EQ(page->total, 300U);
   EXPECT_EQ(keys(page->rows), keys({whole->rows.begin() + 120, whole->rows.begin() + 170}));
   const EntryFilter odd = [](const ObjectInfo& info) { return (info.key.back() - '0') % 2 == 1; };
-  auto filtered = sorted_page(store_, options_, EntrySort::kKey, 140, 50, odd);
+  auto filtered =
+      sorted_page(store_, options_, {EntrySort::kKey, 140, 50, SIZE_MAX, false, {}}, odd);
   ASSERT_TRUE(filtered.has_value());
   EXPECT_EQ(filtered->total, 150U);
   EXPECT_EQ(keys(filtered->rows),
             (std::vector<std::string>{"k281", "k283", "k285", "k287", "k289", "k291", "k293",
                                       "k295", "k297", "k299"}));
+}
+
+// Unfiltered, a sorted page comes from the store's order index
+// (Store::list_top), not a read of every entry, and shows what reading
+// every entry would: the same rows, the same total.
+TEST_F(EntryPages, UnfilteredSortedPagesComeFromTheOrderIndexAsTheFullReadWould) {
+  for (int i = 0; i < 300; i += 7) {
+    for (int r = 0; r < i % 4; ++r) {
+      ASSERT_TRUE(store_.get(Area::kAction, key_of(i)));
+    }
+  }
+  options_.area.reset();
+  for (const EntrySort sort :
+       {EntrySort::kSize, EntrySort::kHits, EntrySort::kCreated, EntrySort::kLastAccess}) {
+    for (const std::size_t offset : {0, 120, 290}) {
+      auto indexed = sorted_page(store_, options_, {sort, offset, 50, SIZE_MAX, true, {}}, all_);
+      auto read_all = sorted_page(store_, options_, {sort, offset, 50, SIZE_MAX, false, {}}, all_);
+      ASSERT_TRUE(indexed.has_value()) << indexed.error().message;
+      ASSERT_TRUE(read_all.has_value()) << read_all.error().message;
+      EXPECT_TRUE(indexed->indexed);
+      EXPECT_FALSE(read_all->indexed);
+      EXPECT_EQ(keys(indexed->rows), keys(read_all->rows))
+          << "sort " << static_cast<int>(sort) << ", offset " << offset;
+      EXPECT_EQ(indexed->total, 301U);
+      EXPECT_EQ(read_all->total, 301U);
+      EXPECT_FALSE(indexed->total_estimated);
+    }
+  }
+  // A prefix or an area is a filter the index cannot apply: every entry is read.
+  options_.prefix = "k1";
+  auto prefixed =
+      sorted_page(store_, options_, {EntrySort::kSize, 0, 50, SIZE_MAX, true, {}}, all_);
+  ASSERT_TRUE(prefixed.has_value());
+  EXPECT_FALSE(prefixed->indexed);
+  EXPECT_EQ(prefixed->total, 100U);
+}
+
+// Whether a namespace's listing must show `key`: a record of that namespace,
+// or a manifest (its namespace is in the record: the caller's filter reads it).
+bool may_be_in(const std::string& key, const std::string& ns) {
+  return key.starts_with("kc1-") || key_scope(key).ns == ns;
+}
+
+// Everything a ListingReader for `ns` returns after `after`, chunk by chunk.
+std::vector<std::string> read_namespace(storage::Store& store, const std::string& ns,
+                                        std::optional<ListCursor> after, std::size_t chunk,
+                                        std::size_t* seeks = nullptr) {
+  storage::ListOptions options;
+  options.after = std::move(after);
+  ListingReader reader(store, options, chunk, ns);
+  std::vector<std::string> out;
+  for (int guard = 0; guard < 100000; ++guard) {
+    auto got = reader.next();
+    EXPECT_TRUE(got.has_value()) << got.error().message;
+    if (!got || got->empty()) {
+      break;
+    }
+    for (const ObjectInfo& info : *got) {
+      out.push_back(info.key);
+    }
+  }
+  if (seeks != nullptr) {
+    *seeks = reader.seeks();
+  }
+  return out;
+}
+
+// The reader skips other namespaces by seeks, and misses none of its own:
+// over keys of random shapes (kinds, manifests, compile keys, keys without a
+// kind, bytes that sort around ':'), its rows that may be in the namespace
+// are exactly those of a full read, from any cursor.
+TEST(ListingReader, ReadsOnlyWhereANamespaceCanBeAndMissesNothingOfIt) {
+  std::mt19937 random(7);
+  const std::string alphabet = "abc:-._+=A09";
+  const std::vector<std::string> namespaces = {"team-a", "team-b", "t", "team-a.x"};
+  storage::MemoryStore store(64 << 20);
+  std::vector<std::string> all;
+  for (int i = 0; i < 3000; ++i) {
+    std::string key;
+    switch (random() % 6) {
+    case 0:
+      key = "kc1-" + std::to_string(random());
+      break;
+    case 1:
+      key = "kcc-" + std::to_string(random());
+      break;
+    default: {
+      // A kind, a namespace, the rest; or random bytes of the alphabet.
+      if (random() % 3 != 0) {
+        static const char* kinds[] = {"torch", "triton", "cuda", "t", "tor", "x-y"};
+        key = std::string(kinds[random() % 6]) + ":" + namespaces[random() % namespaces.size()] +
+              ":" + std::to_string(random() % 1000);
+      } else {
+        for (std::size_t n = 1 + random() % 12; n > 0; --n) {
+          key.push_back(alphabet[random() % alphabet.size()]);
+        }
+      }
+    }
+    }
+    ASSERT_TRUE(store.put(Area::kAction, key, "v"));
+  }
+  ASSERT_TRUE(store.put(Area::kCas, "blob", "b"));
+  auto listed = store.list({});
+  ASSERT_TRUE(listed.has_value());
+  for (const ObjectInfo& info : *listed) {
+    if (info.area == Area::kAction) {
+      all.push_back(info.key);
+    }
+  }
+  for (const std::string& ns : namespaces) {
+    std::vector<std::string> want;
+    std::copy_if(all.begin(), all.end(), std::back_inserter(want),
+                 [&](const std::string& key) { return may_be_in(key, ns); });
+    for (const std::size_t chunk : {1, 7, 128}) {
+      std::size_t seeks = 0;
+      std::vector<std::string> got = read_namespace(store, ns, std::nullopt, chunk, &seeks);
+      std::vector<std::string> relevant;
+      std::copy_if(got.begin(), got.end(), std::back_inserter(relevant),
+                   [&](const std::string& key) { return may_be_in(key, ns); });
+      EXPECT_EQ(relevant, want) << ns << ", chunk " << chunk;
+      EXPECT_LT(got.size(), all.size()) << "other namespaces were read";
+      EXPECT_LE(seeks, ListingReader::kMaxSeeks);
+    }
+    // From a cursor in the middle: the rest of it, as a full read has it.
+    const std::string& middle = want[want.size() / 2];
+    std::vector<std::string> rest =
+        read_namespace(store, ns, ListCursor{Area::kAction, middle}, 16);
+    std::vector<std::string> relevant;
+    std::copy_if(rest.begin(), rest.end(), std::back_inserter(relevant),
+                 [&](const std::string& key) { return may_be_in(key, ns); });
+    EXPECT_EQ(relevant, std::vector<std::string>(want.begin() + want.size() / 2 + 1, want.end()))
+        << ns;
+  }
+}
+
+TEST(ListingReader, ANamespaceOfFewEntriesCostsThemAndASeekPerKind) {
+  storage::MemoryStore store(64 << 20);
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_TRUE(store.put(Area::kAction, "torch:big:" + std::to_string(i), "v"));
+    ASSERT_TRUE(store.put(Area::kAction, "triton:big:" + std::to_string(i), "v"));
+  }
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(store.put(Area::kAction, "torch:small:" + std::to_string(i), "v"));
+    ASSERT_TRUE(store.put(Area::kAction, "triton:small:" + std::to_string(i), "v"));
+  }
+  std::size_t seeks = 0;
+  const auto got = read_namespace(store, "small", std::nullopt, 128, &seeks);
+  EXPECT_EQ(got.size(), 10U);
+  EXPECT_LE(seeks, 3U) << "a seek per kind and one past the last";
+  // Through the page: the same, reading ten entries.
+  const EntryFilter all = [](const ObjectInfo&) { return true; };
+  storage::ListOptions options;
+  auto page = key_page(store, options, 50, all, 100000, "small");
+  ASSERT_TRUE(page.has_value());
+  EXPECT_EQ(page->rows.size(), 10U);
+  EXPECT_EQ(page->examined, 10U);
+  auto sorted =
+      sorted_page(store, options, {EntrySort::kSize, 0, 50, SIZE_MAX, false, "small"}, all);
+  ASSERT_TRUE(sorted.has_value());
+  EXPECT_EQ(sorted->total, 10U);
 }
 
 class DashboardRoutes : public ::testing::Test {

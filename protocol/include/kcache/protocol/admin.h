@@ -60,6 +60,9 @@ struct EntrySummary {
 struct EntryList {
   std::vector<EntrySummary> entries;
   std::uint64_t total = 0;
+  // The total is the stores' entry count, not a count of the listing (a
+  // sorted page served from an order index over several tiers).
+  bool total_estimated = false;
 };
 
 struct EntryOutput {

@@ -108,6 +108,9 @@ public:
   // GET /v1/entries: most rows a page returns (a larger limit is cut to
   // it), and the most entries a sorted listing holds (offset + limit).
   static constexpr std::size_t kMaxEntriesPage = 10000;
+  // The window a sorted first page keeps when an order index serves it:
+  // twenty pages of 50; a page past it reads the index again.
+  static constexpr std::size_t kIndexedWindow = 1000;
   // Most entries a page in key order reads for filters that drop them
   // (namespace=, a token's namespaces); next_after then goes on from there.
   static constexpr std::size_t kMaxEntriesExamined = 100000;

@@ -1,7 +1,7 @@
 #pragma once
 // The windows of sorted /v1/entries listings, kept for the pages after the
-// first. A sorted listing reads every entry (no tier keeps sizes, hits or
-// times in order: service/src/entry_pages.h); its first page (offset 0) keeps
+// first. A filtered sorted listing reads every entry (service/src/entry_pages.h);
+// an unfiltered one reads an order index. Its first page (offset 0) keeps
 // the whole window a listing may page through, and a later page of the same
 // listing (same order, filters and reader) is cut from it while it is fresh.
 // Paging then costs a page, not the store, and rows do not move between the
@@ -27,6 +27,7 @@ public:
   struct Window {
     std::vector<storage::ObjectInfo> rows; // the listing's first rows, in its order
     std::uint64_t total = 0;               // entries the listing's filters accepted
+    bool total_estimated = false;          // SortedPage::total_estimated
     // Whether `rows` holds the rows [offset, offset + limit) of the listing.
     bool covers(std::size_t offset, std::size_t limit) const {
       return offset + limit <= rows.size() || rows.size() == total;
