@@ -137,6 +137,48 @@ def test_a_bundle_pytorch_refuses_is_logged_once_and_skipped(daemon, monkeypatch
         session.close()
 
 
+def test_a_run_pytorch_cannot_package_leaves_a_marker_the_next_run_compiles_without_precompile(
+    daemon, monkeypatch, caplog
+):
+    monkeypatch.setenv("KCACHE_RUN_ID", "bundle-unsupported")
+    session = Session(Settings(url=daemon.url, namespace="ci", prefetch=False))
+    try:
+        m = model()
+        # The cold run: PyTorch's package holds no compiled function (as
+        # 2.11 on an H100 left every model measured: "Backend not found").
+        cold = _bundles.Bundles(session)
+        cold.start()
+        assert cold.before_compile(m, {})  # a cold run records precompile entries
+        monkeypatch.setattr(torch.compiler, "save_cache_artifacts", lambda: (b"package", object()))
+        monkeypatch.setattr(_bundles, "_usable_precompile_entries", lambda bundle: 0)
+        assert not cold.save()
+        assert session.stats["bundle_unsupported_puts"] == 1
+        cold.close()
+
+        # The next run of the same signature reads the marker: precompile off
+        # (as with bundles off), nothing saved at exit, said once in the log.
+        again = _bundles.Bundles(session)
+        again.start()
+        with caplog.at_level(logging.INFO, logger="kcache"):
+            assert not again.before_compile(m, {})
+            assert not again.before_compile(model(), {})
+        assert session.stats["bundle_unsupported"] == 1 and session.stats.get("bundle_hits", 0) == 0
+        assert not again.save()
+        assert session.stats["bundle_unsupported_puts"] == 1
+        said = [r for r in caplog.records if r.name == "kcache" and "packaged no compiled function" in r.getMessage()]
+        assert len(said) == 1
+        again.close()
+
+        # Another model under the same run: the marker is not its own.
+        other = _bundles.Bundles(session)
+        other.start()
+        assert other.before_compile(model(48), {})
+        assert session.stats["bundle_signature_mismatches"] == 1
+        other.close()
+    finally:
+        session.close()
+
+
 # A model whose class is defined inside a function: PyTorch 2.11 cannot save
 # its guards into a precompile package (serialize_guards raises a TypeError out
 # of Dynamo, and a PackageError ends in an assertion), so under

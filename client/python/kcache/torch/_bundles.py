@@ -21,6 +21,12 @@ kwargs or another Inductor config. Hence kcache keys and checks more:
   parameters' and buffers' names, shapes, dtypes and devices, its training flag,
   and Inductor's, Dynamo's and functorch's configs at that call.
 
+Where PyTorch packages no compiled function of a run (on an H100, 2.11 left
+out every model measured: "Backend not found" at save), the run puts a marker
+under the bundle's key instead: a later run of the same signatures reads it
+and compiles without caching_precompile (which also changes the AOTAutograd
+entries, so it would miss them), as with bundles off, and saves nothing.
+
 A later torch.compile call whose signature differs from the saving run's call
 at the same position compiles without precompile (it traces; FX graph and
 AOTAutograd entries are keyed by content and stay sound). A bundle PyTorch
@@ -219,6 +225,7 @@ class Bundles:
         self._lock = threading.Lock()
         self._signatures: list[dict] = []
         self._loaded: Optional[list[dict]] = None  # the loaded bundle's signatures
+        self._unsupported = False  # a marker said PyTorch cannot package this run
         self._all_matched = True
         self._saved = False
 
@@ -246,6 +253,8 @@ class Bundles:
             self._signatures.append(sig)
         if index == 0:
             self._load(sig)
+        if self._unsupported:
+            return False  # as with bundles off
         if self._loaded is None:
             # A cold run: record precompile entries for the bundle. PyTorch
             # would also load its own local entry for this function, found by
@@ -280,6 +289,17 @@ class Bundles:
             self._stats["bundle_signature_mismatches"] += 1
             self._all_matched = False
             logger.info("kcache: the compile bundle is for another model, compile kwargs or config; not loaded")
+            return
+        if header.get("unsupported"):
+            with self._lock:
+                self._unsupported = True
+                self._saved = True  # it would package nothing again
+            self._stats["bundle_unsupported"] += 1
+            logger.info(
+                "kcache: PyTorch packaged no compiled function of this model before (%s); "
+                "compiling without caching precompile",
+                header["unsupported"],
+            )
             return
         import torch
 
@@ -323,6 +343,12 @@ class Bundles:
 
     # ------------------------------------------------------------ save
 
+    def _put_unsupported(self, signatures: list[dict], why: str) -> None:
+        header = {"version": BUNDLE_VERSION, "system": self._system, "signatures": signatures, "unsupported": why}
+        metadata = {"torch_cache": "compile-bundle", "unsupported": why}
+        if self._session._store(self.key, pack(header, b""), metadata, _PRODUCER):
+            self._stats["bundle_unsupported_puts"] += 1
+
     def save(self) -> bool:
         """Puts this run's bundle in kcache, unless a loaded bundle already
         covered every torch.compile call (then it would be the same)."""
@@ -352,8 +378,10 @@ class Bundles:
             # PyTorch left every compiled function out of its package (e.g.
             # "Backend not found"): a fresh node would trace anyway, and part
             # 1's prefetch serves the same cache entries without the bundle.
+            # The marker tells the next run of these signatures not to try.
             self._stats["bundle_not_saved"] += 1
             logger.info("kcache: PyTorch packaged no compiled function of this run; no compile bundle saved")
+            self._put_unsupported(signatures, "PyTorch packaged no compiled function")
             return False
         header = {"version": BUNDLE_VERSION, "system": self._system, "signatures": signatures}
         metadata = {"torch_cache": "compile-bundle", "precompile_entries": str(precompile)}
