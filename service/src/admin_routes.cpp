@@ -225,7 +225,7 @@ Response RequestHandler::entries(const Request& req, const RouteArgs& args) {
   }
   // Sorted pages read every entry (no tier keeps sizes or times in order)
   // and hold offset + limit of them: that window is bounded.
-  if (*offset + page_limit > kMaxEntriesPage) {
+  if (*offset > kMaxEntriesPage - page_limit) { // (offset + limit, without overflow)
     return error(req, http::status::bad_request,
                  "offset + limit may be at most " + std::to_string(kMaxEntriesPage) +
                      " in a sorted listing: narrow it with prefix= or namespace=, or page in "

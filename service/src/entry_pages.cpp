@@ -100,9 +100,9 @@ storage::Result<SortedPage> sorted_page(storage::Store& store, storage::ListOpti
   const std::size_t offset = query.offset;
   const std::size_t limit = query.limit;
   if (const auto order = order_of(sort);
-      order && query.keep_all && query.ns.empty() && options.prefix.empty() && !options.area) {
-    auto top = store.list_top(
-        {*order, offset + std::min(limit, query.indexed_limit), options.servable_only});
+      order && query.keep_all && query.ns.empty() && options.prefix.empty()) {
+    auto top = store.list_top({*order, offset + std::min(limit, query.indexed_limit),
+                               options.servable_only, options.area});
     if (top) {
       SortedPage page;
       page.indexed = true;

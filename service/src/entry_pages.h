@@ -4,8 +4,8 @@
 // never whole.
 //   key_page:    entries in key order after a cursor; one seek and about a
 //                page of reads in an ordered tier, however many it holds.
-//   sorted_page: by size, hits, last access or creation. Unfiltered, from
-//                the store's order index (Store::list_top: RocksDB keeps one,
+//   sorted_page: by size, hits, last access or creation. Unfiltered (an
+//                area aside), from the store's order index (Store::list_top: RocksDB keeps one,
 //                the memory tier walks its LRU list or its entries): about
 //                offset + limit reads. Filtered, or over a tier without an
 //                index (Redis), every entry is read, in chunks, and only the
@@ -56,9 +56,9 @@ struct SortedPage {
 // Entries [offset, offset + limit) of those `keep` accepts, in `sort`'s
 // order (largest, most hit or newest first; keys ascending), ties by key.
 // Holds offset + limit entries and one chunk at most. `keep_all` says that
-// `keep` accepts every entry: then, with no prefix or area in `options`, a
-// store with an order index serves the page, and `indexed_limit` rows (at
-// most `limit`) are enough: a page after them is cheap to read again.
+// `keep` accepts every entry: then, with no prefix in `options` (an area is
+// fine), a store with an order index serves the page, and `indexed_limit`
+// rows (at most `limit`) are enough: a page after them is cheap to read again.
 struct SortedQuery {
   EntrySort sort = EntrySort::kLastAccess;
   std::size_t offset = 0;

@@ -14,11 +14,19 @@ std::string MemoryStore::index_key(Area area, std::string_view key) {
 
 void MemoryStore::erase_locked(Lru::iterator it) {
   bytes_ -= it->value.size();
+  --entries_[static_cast<std::size_t>(it->area)];
   if (const auto node = index_.find(index_key(it->area, it->key)); node != index_.end()) {
     ordered_.erase(node->first);
     index_.erase(node);
   }
   lru_.erase(it);
+}
+
+std::int64_t MemoryStore::stamp_locked() const {
+  // Never before the front's: the LRU list stays in last-access order when
+  // the wall clock steps back, as list_top's walk from the front needs.
+  const std::int64_t now = unix_now_ms();
+  return lru_.empty() ? now : std::max(now, lru_.front().last_access_ms);
 }
 
 const MemoryStore::Entry* MemoryStore::touch_locked(Area area, std::string_view key) {
@@ -27,7 +35,7 @@ const MemoryStore::Entry* MemoryStore::touch_locked(Area area, std::string_view 
     return nullptr;
   }
   lru_.splice(lru_.begin(), lru_, it->second);
-  it->second->last_access_ms = unix_now_ms();
+  it->second->last_access_ms = stamp_locked();
   ++it->second->hits;
   return &*it->second;
 }
@@ -95,8 +103,9 @@ Result<void> MemoryStore::put_shared(Area area, std::string_view key, const Shar
     erase_locked(std::prev(lru_.end()));
     evictions_.add();
   }
-  const std::int64_t now = unix_now_ms();
+  const std::int64_t now = stamp_locked();
   lru_.push_front(Entry{area, std::string(key), value, now, now, 0});
+  ++entries_[static_cast<std::size_t>(area)];
   const auto node = index_.emplace(index_key(area, key), lru_.begin()).first;
   ordered_.emplace(node->first, lru_.begin());
   bytes_ += value.size();
@@ -168,8 +177,11 @@ Result<TopList> MemoryStore::list_top(const TopListOptions& options) {
     // read from the front, and past the limit only the entries that tie
     // with its last (ties go by key).
     std::lock_guard lock(mu_);
-    out.entries = lru_.size();
+    out.entries = entries_of(options.area);
     for (const Entry& e : lru_) {
+      if (options.area && e.area != *options.area) {
+        continue;
+      }
       if (options.limit == 0 || (out.rows.size() >= options.limit &&
                                  e.last_access_ms < out.rows[options.limit - 1].last_access_ms)) {
         break;
@@ -187,12 +199,12 @@ Result<TopList> MemoryStore::list_top(const TopListOptions& options) {
     bool first = true;
     for (bool more = true; more;) {
       std::lock_guard lock(mu_);
-      out.entries = lru_.size();
+      out.entries = entries_of(options.area);
       auto it = first ? ordered_.begin() : ordered_.upper_bound(after);
       first = false;
       std::size_t n = 0;
       for (; it != ordered_.end() && n < kChunk; ++it, ++n) {
-        if (options.limit == 0) {
+        if (options.limit == 0 || (options.area && it->second->area != *options.area)) {
           continue;
         }
         ObjectInfo info = info_of(*it->second);

@@ -205,15 +205,16 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::open(const RocksDbOptions& o
   std::unique_ptr<rocksdb::Iterator> it(
       store->handles_->db->NewIterator(rocksdb::ReadOptions(), store->handles_->access));
   std::uint64_t total = 0;
-  std::uint64_t entries = 0;
+  std::uint64_t entries[2] = {0, 0};
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     if (auto r = AccessRecord::decode(std::string_view(it->value().data(), it->value().size()))) {
       total += r->size;
-      ++entries;
+      ++entries[it->key()[0] == static_cast<char>(Area::kCas) ? 1 : 0];
     }
   }
   store->total_bytes_ = total;
-  store->entries_ = entries;
+  store->entries_[0] = entries[0];
+  store->entries_[1] = entries[1];
   Handles& h = *store->handles_;
   if (h.order != nullptr && !read_only) {
     if (auto built = detail::build_order_index(*h.db, h.access, h.order, options.path);
@@ -399,7 +400,7 @@ Result<void> RocksDbStore::put(Area area, std::string_view key, std::string_view
     total_bytes_ += value.size();
     total_bytes_ -= before ? before->size : 0;
     if (!before) {
-      ++entries_;
+      ++entries_[static_cast<std::size_t>(area)];
     }
   }
   maybe_evict();
@@ -441,7 +442,8 @@ Result<void> RocksDbStore::remove(Area area, std::string_view key) {
   }
   if (record) {
     total_bytes_ -= std::min<std::uint64_t>(record->size, total_bytes_.load());
-    entries_ -= std::min<std::uint64_t>(1, entries_.load());
+    auto& count = entries_[static_cast<std::size_t>(area)];
+    count -= std::min<std::uint64_t>(1, count.load());
   }
   return {};
 }
@@ -475,12 +477,15 @@ Result<void> RocksDbStore::flush_access_times() {
     return {};
   }
   if (!order_index_) {
-    // Blind merges: nothing else to keep in step.
+    // Blind merges: nothing else to keep in step. Recency is advisory:
+    // losing the last second of it in a crash is fine, so no WAL.
     rocksdb::WriteBatch batch;
     for (const auto& [ikey, t] : pending) {
       batch.Merge(handles_->access, ikey, detail::Touch{t.last_access_ms, t.hits}.encode());
     }
-    if (auto s = handles_->db->Write(rocksdb::WriteOptions(), &batch); !s.ok()) {
+    rocksdb::WriteOptions write;
+    write.disableWAL = true;
+    if (auto s = handles_->db->Write(write, &batch); !s.ok()) {
       return tl::unexpected(write_error(s, "flush access times"));
     }
     return {};
@@ -503,9 +508,12 @@ Result<void> RocksDbStore::flush_access_times() {
       handles_->db->MultiGet(rocksdb::ReadOptions(), families, slices, &values);
   rocksdb::WriteBatch batch;
   for (std::size_t i = 0; i < ikeys.size(); ++i) {
+    if (!statuses[i].ok() && !statuses[i].IsNotFound()) {
+      return tl::unexpected(io_error(statuses[i], "flush access times"));
+    }
     const auto before = statuses[i].ok() ? AccessRecord::decode(values[i]) : std::nullopt;
     if (!before) {
-      continue;
+      continue; // removed since it was read
     }
     const Touched& t = pending[ikeys[i]];
     AccessRecord after = *before;
@@ -691,7 +699,8 @@ Result<TopList> RocksDbStore::list_top(const TopListOptions& options) {
   rocksdb::ReadOptions read;
   read.snapshot = snapshot.snapshot();
   TopList out;
-  out.entries = entries_.load();
+  out.entries = options.area ? entries_[static_cast<std::size_t>(*options.area)].load()
+                             : entries_[0].load() + entries_[1].load();
   std::unique_ptr<rocksdb::Iterator> it(handles_->db->NewIterator(read, handles_->order));
   std::vector<std::uint64_t> chunk; // the index's value per key of ikeys
   std::vector<std::string> ikeys;
@@ -725,6 +734,9 @@ Result<TopList> RocksDbStore::list_top(const TopListOptions& options) {
                                            std::string_view(it->key().data(), it->key().size()));
     if (!k || k->ikey.empty()) {
       break; // the end of this order
+    }
+    if (options.area && static_cast<Area>(k->ikey[0]) != *options.area) {
+      continue; // the other area: read past (its share of the order)
     }
     ikeys.emplace_back(k->ikey);
     chunk.push_back(k->value);

@@ -355,16 +355,36 @@ Result<TopList> TieredStore::list_top(const TopListOptions& options) {
     // last row is past that.
     bool exact = true;
     if (options.order == ListOrder::kHits) {
+      // An entry in no tier's top list comes after each full list's last row
+      // in that tier: its hits there are at most that row's, and when equal
+      // its key is greater. So its sum is at most `unseen_most`, and when
+      // equal its key is past `last_of_full`: the page is exact when its last
+      // row is ahead of that.
       std::uint64_t unseen_most = 0;
+      bool any_full = false;
+      std::pair<Area, std::string> last_of_full{Area::kAction, ""};
       for (std::size_t t = 0; t < tiers_.size(); ++t) {
         if (answered[t] && lists[t].rows.size() == ask.limit && !lists[t].rows.empty()) {
-          unseen_most += lists[t].rows.back().hits;
+          const ObjectInfo& last = lists[t].rows.back();
+          unseen_most += last.hits;
+          last_of_full = std::max(last_of_full, std::pair{last.area, last.key});
+          any_full = true;
         }
       }
-      exact = unseen_most == 0 || (out.rows.size() >= options.limit && options.limit > 0 &&
-                                   out.rows[options.limit - 1].hits > unseen_most);
+      if (any_full) {
+        exact = false;
+        if (options.limit > 0 && out.rows.size() >= options.limit) {
+          const ObjectInfo& edge = out.rows[options.limit - 1];
+          exact = edge.hits > unseen_most ||
+                  (edge.hits == unseen_most && std::pair{edge.area, edge.key} <= last_of_full);
+        } else if (options.limit == 0) {
+          exact = true;
+        }
+      }
     }
-    if (exact || round == 3) {
+    // One more round at most: on a plateau of equal hits no depth is exact,
+    // and each round reads every tier's top again.
+    if (exact || round == 1) {
       if (!exact) {
         return tl::unexpected(StoreError{StoreError::Code::kUnsupported,
                                          "hits spread over the tiers: no exact top list"});
@@ -374,7 +394,7 @@ Result<TopList> TieredStore::list_top(const TopListOptions& options) {
       }
       return out;
     }
-    ask.limit = ask.limit * 4 + 64;
+    ask.limit = ask.limit * 2 + 64;
   }
 }
 

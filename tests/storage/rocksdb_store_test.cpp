@@ -199,7 +199,7 @@ TEST(RocksDbStore, ConcurrentReadersAndWriters) {
 
 // The entries of `store` by `order` through list_top, as keys.
 std::vector<std::string> top_keys(RocksDbStore& store, ListOrder order, std::size_t limit) {
-  auto top = store.list_top({order, limit, false});
+  auto top = store.list_top({order, limit, false, std::nullopt});
   EXPECT_TRUE(top.has_value()) << top.error().message;
   std::vector<std::string> out;
   for (const ObjectInfo& info : top.value_or(TopList{}).rows) {

@@ -161,7 +161,6 @@ def test_a_run_pytorch_cannot_package_leaves_a_marker_the_next_run_compiles_with
         again.start()
         with caplog.at_level(logging.INFO, logger="kcache"):
             assert not again.before_compile(m, {})
-            assert not again.before_compile(model(), {})
         assert session.stats["bundle_unsupported"] == 1 and session.stats.get("bundle_hits", 0) == 0
         assert not again.save()
         assert session.stats["bundle_unsupported_puts"] == 1
@@ -175,6 +174,22 @@ def test_a_run_pytorch_cannot_package_leaves_a_marker_the_next_run_compiles_with
         assert other.before_compile(model(48), {})
         assert session.stats["bundle_signature_mismatches"] == 1
         other.close()
+
+        # A run with a call the marker does not cover tries that one, and
+        # saves again at exit; a marker a day old is tried afresh.
+        more = _bundles.Bundles(session)
+        more.start()
+        assert not more.before_compile(m, {})
+        assert more.before_compile(torch.nn.Linear(4, 4), {})  # another function
+        assert not more.save()  # PyTorch packaged nothing again (patched): a new marker
+        assert session.stats["bundle_unsupported_puts"] == 2
+        more.close()
+        monkeypatch.setattr(_bundles, "MARKER_TTL_S", -1)
+        late = _bundles.Bundles(session)
+        late.start()
+        assert late.before_compile(m, {})
+        assert session.stats["bundle_markers_expired"] == 1
+        late.close()
     finally:
         session.close()
 

@@ -23,9 +23,13 @@ kwargs or another Inductor config. Hence kcache keys and checks more:
 
 Where PyTorch packages no compiled function of a run (on an H100, 2.11 left
 out every model measured: "Backend not found" at save), the run puts a marker
-under the bundle's key instead: a later run of the same signatures reads it
-and compiles without caching_precompile (which also changes the AOTAutograd
-entries, so it would miss them), as with bundles off, and saves nothing.
+under the bundle's key instead: for a day, a later run compiles each call
+whose signature is the marker's at that position without caching_precompile
+(which also changes the AOTAutograd entries, so it would miss them), as with
+bundles off. A call the marker does not cover compiles with precompile, and
+such a run saves again at exit (a bundle, or a new marker); after a day the
+next run tries afresh, so one short run (a smoke test, a preempted job) does
+not keep bundles off.
 
 A later torch.compile call whose signature differs from the saving run's call
 at the same position compiles without precompile (it traces; FX graph and
@@ -47,6 +51,7 @@ import os
 import platform
 import sys
 import threading
+import time
 from typing import Any, Callable, Optional
 
 from . import _keys
@@ -55,6 +60,7 @@ from ._prefetch import fingerprint
 logger = logging.getLogger("kcache")
 
 BUNDLE_VERSION = 1
+MARKER_TTL_S = 24 * 3600  # how long "PyTorch packaged nothing" holds before a run tries again
 _PRODUCER = "kcache.torch (compile bundle)"
 # Location-only settings: where debug output goes says nothing of the code.
 _IGNORED_CONFIG = {"torch._dynamo.config": ("debug_dir_root",)}
@@ -225,7 +231,9 @@ class Bundles:
         self._lock = threading.Lock()
         self._signatures: list[dict] = []
         self._loaded: Optional[list[dict]] = None  # the loaded bundle's signatures
-        self._unsupported = False  # a marker said PyTorch cannot package this run
+        # A marker's signatures: PyTorch packaged nothing for these calls.
+        self._unsupported: Optional[list[dict]] = None
+        self._marker_covers_all = True
         self._all_matched = True
         self._saved = False
 
@@ -253,8 +261,12 @@ class Bundles:
             self._signatures.append(sig)
         if index == 0:
             self._load(sig)
-        if self._unsupported:
-            return False  # as with bundles off
+        if self._unsupported is not None:
+            if index < len(self._unsupported) and self._unsupported[index] == sig:
+                return False  # as with bundles off
+            self._marker_covers_all = False  # a call the marker is not about: try it
+            _forget_local_entry(model)
+            return True
         if self._loaded is None:
             # A cold run: record precompile entries for the bundle. PyTorch
             # would also load its own local entry for this function, found by
@@ -291,9 +303,13 @@ class Bundles:
             logger.info("kcache: the compile bundle is for another model, compile kwargs or config; not loaded")
             return
         if header.get("unsupported"):
+            age_s = time.time() - header.get("made_ms", 0) / 1000
+            if age_s > MARKER_TTL_S:
+                self._stats["bundle_markers_expired"] += 1
+                self._all_matched = False
+                return  # a cold run's path: PyTorch may package it now
             with self._lock:
-                self._unsupported = True
-                self._saved = True  # it would package nothing again
+                self._unsupported = signatures
             self._stats["bundle_unsupported"] += 1
             logger.info(
                 "kcache: PyTorch packaged no compiled function of this model before (%s); "
@@ -344,7 +360,13 @@ class Bundles:
     # ------------------------------------------------------------ save
 
     def _put_unsupported(self, signatures: list[dict], why: str) -> None:
-        header = {"version": BUNDLE_VERSION, "system": self._system, "signatures": signatures, "unsupported": why}
+        header = {
+            "version": BUNDLE_VERSION,
+            "system": self._system,
+            "signatures": signatures,
+            "unsupported": why,
+            "made_ms": int(time.time() * 1000),
+        }
         metadata = {"torch_cache": "compile-bundle", "unsupported": why}
         if self._session._store(self.key, pack(header, b""), metadata, _PRODUCER):
             self._stats["bundle_unsupported_puts"] += 1
@@ -357,6 +379,12 @@ class Bundles:
                 return False
             if self._loaded is not None and self._all_matched and len(self._signatures) == len(self._loaded):
                 return False
+            if (
+                self._unsupported is not None
+                and self._marker_covers_all
+                and len(self._signatures) <= len(self._unsupported)
+            ):
+                return False  # every call was one PyTorch packaged nothing for
             if not _distinct_targets(self._signatures):
                 self._stats["bundle_not_saved"] += 1
                 logger.info("kcache: one function compiled twice with different settings; no compile bundle saved")

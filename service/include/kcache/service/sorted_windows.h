@@ -29,8 +29,10 @@ public:
     std::uint64_t total = 0;               // entries the listing's filters accepted
     bool total_estimated = false;          // SortedPage::total_estimated
     // Whether `rows` holds the rows [offset, offset + limit) of the listing.
+    // An estimated total (several tiers) may equal the rows while more
+    // follow: only an exact one says the window holds the whole listing.
     bool covers(std::size_t offset, std::size_t limit) const {
-      return offset + limit <= rows.size() || rows.size() == total;
+      return offset + limit <= rows.size() || (!total_estimated && rows.size() == total);
     }
   };
 

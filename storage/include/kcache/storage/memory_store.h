@@ -60,6 +60,11 @@ private:
 
   static std::string index_key(Area area, std::string_view key);
   void erase_locked(Lru::iterator it);
+  // Now in unix ms for a read or put, at least the LRU front's time.
+  std::int64_t stamp_locked() const;
+  std::size_t entries_of(std::optional<Area> area) const {
+    return area ? entries_[static_cast<std::size_t>(*area)] : entries_[0] + entries_[1];
+  }
   // The entry read (moved to the front, its hit counted); null on a miss.
   const Entry* touch_locked(Area area, std::string_view key);
 
@@ -71,6 +76,7 @@ private:
   // listings that seek (a page after a cursor); lookups stay on index_.
   std::map<std::string_view, Lru::iterator> ordered_;
   std::uint64_t bytes_ = 0;
+  std::size_t entries_[2] = {0, 0}; // per Area
   EventCounter evictions_;
 };
 

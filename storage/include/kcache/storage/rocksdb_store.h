@@ -74,7 +74,7 @@ public:
     return {.corrupt = corrupt_.load(), .evictions = evictions_.load()};
   }
   StoreUsage usage() const override {
-    return {accounted_bytes(), capacity_bytes(), entries_.load()};
+    return {accounted_bytes(), capacity_bytes(), entries_[0].load() + entries_[1].load()};
   }
 
   std::uint64_t size_bytes() const { return total_bytes_.load(); }
@@ -113,11 +113,11 @@ private:
   std::unique_ptr<Handles> handles_;
   const bool read_only_;
   std::atomic<std::uint64_t> total_bytes_{0};
-  std::atomic<std::uint64_t> entries_{0};
-  bool order_index_ = false;                // the order family is there and built
-  std::atomic<std::uint64_t> wal_bytes_{0}; // measured after each put
-  std::atomic<bool> out_of_space_{false};   // a no-space episode, logged once
-  std::atomic<bool> needs_resume_{false};   // RocksDB itself failed a write for space
+  std::atomic<std::uint64_t> entries_[2] = {0, 0}; // per Area
+  bool order_index_ = false;                       // the order family is there and built
+  std::atomic<std::uint64_t> wal_bytes_{0};        // measured after each put
+  std::atomic<bool> out_of_space_{false};          // a no-space episode, logged once
+  std::atomic<bool> needs_resume_{false};          // RocksDB itself failed a write for space
   EventCounter corrupt_;
   EventCounter evictions_;
   // Orders puts, removes and touch flushes: each reads an entry's record and

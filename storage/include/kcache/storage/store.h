@@ -133,12 +133,13 @@ struct TopListOptions {
   ListOrder order = ListOrder::kLastAccess;
   std::size_t limit = 0;
   bool servable_only = false; // as ListOptions::servable_only
+  std::optional<Area> area;   // both areas when empty
 };
 
 struct TopList {
-  std::vector<ObjectInfo> rows; // the first `limit` entries of both areas in the order
-  // Entries the tier holds (both areas). Exact for one tier; a composed
-  // store may only estimate the union of its tiers.
+  std::vector<ObjectInfo> rows; // the first `limit` entries (of the area) in the order
+  // Entries the tier holds (of the area, or both). Exact for one tier; a
+  // composed store may only estimate the union of its tiers.
   std::uint64_t entries = 0;
   bool entries_exact = true;
 };
