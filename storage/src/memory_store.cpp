@@ -188,7 +188,7 @@ Result<TopList> MemoryStore::list_top(const TopListOptions& options) {
       }
       out.rows.push_back(info_of(e));
     }
-    std::stable_sort(out.rows.begin(), out.rows.end(), before);
+    std::sort(out.rows.begin(), out.rows.end(), before); // a total order: ties go by key
   } else {
     // No order kept for these (keeping one for hits would cost every read):
     // the best `limit` of every entry, a heap whose front is the last kept.
