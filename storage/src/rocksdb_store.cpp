@@ -666,18 +666,20 @@ Result<std::vector<ObjectInfo>> RocksDbStore::list(const ListOptions& options) {
   if (!it->status().ok()) {
     return tl::unexpected(io_error(it->status(), "list"));
   }
-  // Reads not flushed yet, looked up for the rows listed only: a small page
-  // costs a few lookups, not a copy of every pending touch.
   std::lock_guard lock(touch_mu_);
-  if (!touched_.empty()) {
-    for (ObjectInfo& info : out) {
-      if (const auto p = touched_.find(index_key(info.area, info.key)); p != touched_.end()) {
-        info.last_access_ms = std::max(info.last_access_ms, p->second.last_access_ms);
-        info.hits += p->second.hits;
-      }
-    }
+  for (ObjectInfo& info : out) {
+    add_pending_reads_locked(info);
   }
   return out;
+}
+
+void RocksDbStore::add_pending_reads_locked(ObjectInfo& info) const {
+  // Looked up for the rows listed only: a small page costs a few lookups,
+  // not a copy of every pending touch.
+  if (const auto p = touched_.find(index_key(info.area, info.key)); p != touched_.end()) {
+    info.last_access_ms = std::max(info.last_access_ms, p->second.last_access_ms);
+    info.hits += p->second.hits;
+  }
 }
 
 } // namespace kcache::storage
@@ -779,12 +781,10 @@ RocksDbStore::describe(std::span<const ListCursor> entries) {
                           r->created_ms,   r->last_access_ms, r->hits};
     }
   }
-  // Reads not flushed yet count, as in list().
   std::lock_guard lock(touch_mu_);
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    if (const auto p = touched_.find(ikeys[i]); out[i] && p != touched_.end()) {
-      out[i]->last_access_ms = std::max(out[i]->last_access_ms, p->second.last_access_ms);
-      out[i]->hits += p->second.hits;
+  for (std::optional<ObjectInfo>& info : out) {
+    if (info) {
+      add_pending_reads_locked(*info);
     }
   }
   return out;

@@ -101,6 +101,8 @@ public:
 private:
   rocksdb::ColumnFamilyHandle* family(Area area) const;
   void touch(Area area, std::string_view key);
+  // Adds the reads not flushed yet to a listed row (touch_mu_ held).
+  void add_pending_reads_locked(ObjectInfo& info) const;
   void maybe_evict();
   void drop_corrupt(Area area, std::string_view key, const std::string& why);
   // kNoSpace when the write of `bytes` could fill the disk; resumes RocksDB
