@@ -6,10 +6,13 @@
 // page cost before the listing was read in chunks after a cursor.
 //
 //   build/release/bench/entries_bench [--entries N] [--runs R] [--dir PATH]
-//                                     [--no-fill] [--query TARGET]...
+//                                     [--redis URL] [--no-fill] [--query TARGET]...
 //
 // --no-fill times a store filled by an earlier run with the same --dir (its
 // memory tier starts empty); --query times more targets after the usual ones.
+// --redis URL adds the shared tier as kcached --redis-url does (cluster mode);
+// with --no-fill and a new --dir, the page is a fresh node's over a Redis
+// that holds everything.
 //
 // Keys: torch:ns<i % 10>:pt2:fx-graph::<i> (a tenth per namespace), each
 // record naming one shared 1 KiB blob. Prints the median and the slowest of
@@ -55,6 +58,7 @@ std::string key_of(std::size_t i) {
 
 struct Timing {
   double median = 0, worst = 0;
+  std::vector<double> runs; // in the order they ran
   std::size_t rows = 0;
   std::string note;
 };
@@ -79,6 +83,7 @@ Timing time_query(service::RequestHandler& handler, const std::string& target, i
                                          (doc.value("total_estimated", false) ? " (estimated)" : "")
                                    : "examined " + std::to_string(doc.value("examined", 0));
   }
+  t.runs = ms;
   std::sort(ms.begin(), ms.end());
   t.median = ms[ms.size() / 2];
   t.worst = ms.back();
@@ -91,6 +96,7 @@ int main(int argc, char** argv) {
   std::size_t entries = 1'000'000;
   int runs = 5;
   std::string dir_arg;
+  std::string redis_url;
   bool fill = true;
   std::vector<std::string> extra; // --query TARGET: timed after the usual ones
   for (int i = 1; i < argc; ++i) {
@@ -100,13 +106,15 @@ int main(int argc, char** argv) {
       runs = std::stoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
       dir_arg = argv[++i];
+    } else if (std::strcmp(argv[i], "--redis") == 0 && i + 1 < argc) {
+      redis_url = argv[++i];
     } else if (std::strcmp(argv[i], "--no-fill") == 0) {
       fill = false;
     } else if (std::strcmp(argv[i], "--query") == 0 && i + 1 < argc) {
       extra.emplace_back(argv[++i]);
     } else {
       std::fprintf(stderr, "usage: entries_bench [--entries N] [--runs R] [--dir PATH [--no-fill]] "
-                           "[--query T]...\n");
+                           "[--redis URL] [--query T]...\n");
       return 2;
     }
   }
@@ -114,9 +122,11 @@ int main(int argc, char** argv) {
   kcache::testing::TempDir temp;
   const std::string dir = dir_arg.empty() ? temp.str() : dir_arg;
   // kcached's default stack (config.cpp store_urls): memory, then RocksDB.
-  const std::vector<std::string> urls = {"memory://?capacity=" + std::to_string(256ULL << 20),
-                                         "rocksdb://" + dir +
-                                             "?capacity=" + std::to_string(64ULL << 30)};
+  std::vector<std::string> urls = {"memory://?capacity=" + std::to_string(256ULL << 20),
+                                   "rocksdb://" + dir + "?capacity=" + std::to_string(64ULL << 30)};
+  if (!redis_url.empty()) {
+    urls.push_back(redis_url);
+  }
   auto stack = storage::make_tiered_store(urls);
   if (!stack) {
     std::fprintf(stderr, "store: %s\n", stack.error().message.c_str());
@@ -167,12 +177,16 @@ int main(int argc, char** argv) {
   for (const std::string& target : extra) {
     queries.emplace_back(target.substr(0, 36), target);
   }
-  std::printf("\n%-36s %10s %10s %6s  %s\n", "GET /v1/entries (50 rows)", "median ms", "worst ms",
-              "rows", "");
+  std::printf("\n%-36s %10s %10s %6s  %-24s %s\n", "GET /v1/entries (50 rows)", "median ms",
+              "worst ms", "rows", "", "every run, ms");
   for (const auto& [name, target] : queries) {
     const Timing t = time_query(handler, target, runs);
-    std::printf("%-36s %10.2f %10.2f %6zu  %s\n", name.c_str(), t.median, t.worst, t.rows,
-                t.note.c_str());
+    std::string every;
+    for (const double ms : t.runs) {
+      every += (every.empty() ? "" : ", ") + std::to_string(ms).substr(0, 6);
+    }
+    std::printf("%-36s %10.2f %10.2f %6zu  %-24s %s\n", name.c_str(), t.median, t.worst, t.rows,
+                t.note.c_str(), every.c_str());
   }
   std::printf("peak RSS after the pages: %ld MiB\n", peak_rss_mib());
 

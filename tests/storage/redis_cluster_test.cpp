@@ -124,7 +124,7 @@ TEST_F(RedisClusterTest, StoreWorksAcrossSlots) {
   cas.area = Area::kCas;
   auto all = store.list(cas);
   ASSERT_TRUE(all.has_value()) << all.error().message;
-  EXPECT_EQ(all->size(), 40U); // every master was scanned
+  EXPECT_EQ(all->size(), 40U); // values on every master, the index on one
   cas.prefix = "kc1-1";
   auto some = store.list(cas);
   ASSERT_TRUE(some.has_value());
@@ -137,6 +137,12 @@ TEST_F(RedisClusterTest, StoreWorksAcrossSlots) {
   EXPECT_EQ(store.list(cas)->size(), 5U);
   ListOptions both;
   EXPECT_EQ(store.list(both)->size(), 41U);
+  auto biggest = store.list_top({ListOrder::kSize, 3, false, Area::kCas});
+  ASSERT_TRUE(biggest.has_value()) << biggest.error().message;
+  ASSERT_EQ(biggest->rows.size(), 3U);
+  EXPECT_EQ(biggest->rows[0].key, "kc1-39");
+  EXPECT_EQ(biggest->rows[2].key, "kc1-37");
+  EXPECT_EQ(biggest->rows[2].size, 38U);
 
   ASSERT_TRUE(store.remove(Area::kCas, "kc1-7").has_value());
   EXPECT_FALSE(*store.contains(Area::kCas, "kc1-7"));

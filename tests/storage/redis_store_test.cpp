@@ -8,11 +8,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 
 namespace kcache::storage {
 namespace {
 
 using kcache::testing::random_bytes;
+using kcache::testing::RedisAdmin;
 using kcache::testing::RedisServer;
 using Clock = std::chrono::steady_clock;
 
@@ -90,6 +92,122 @@ TEST_F(RedisStoreTest, BatchGetAndList) {
   glob.area = Area::kAction;
   glob.prefix = "kc1-[glob]";
   EXPECT_EQ(store.list(glob)->size(), 1U);
+}
+
+// The listing index (storage/src/redis_order_index.h).
+
+std::vector<std::string> keys_of(const std::vector<ObjectInfo>& rows) {
+  std::vector<std::string> out;
+  for (const ObjectInfo& row : rows) {
+    out.push_back(row.key);
+  }
+  return out;
+}
+
+TEST_F(RedisStoreTest, ValuesStoredBeforeTheIndexAreIndexedByTheFirstListing) {
+  RedisAdmin admin(server_.port());
+  for (int i = 0; i < 25; ++i) { // as a kcached from before the index wrote them
+    admin.run({"SET", "old:cas:blob-" + std::to_string(100 + i), std::string(i + 1, 'x')});
+  }
+  admin.run({"SET", "other:cas:not-ours", "x"});
+  RedisStore store(options_for(server_, "old"));
+  auto top = store.list_top({ListOrder::kSize, 3, false, Area::kCas});
+  ASSERT_TRUE(top.has_value()) << top.error().message;
+  EXPECT_EQ(keys_of(top->rows), (std::vector<std::string>{"blob-124", "blob-123", "blob-122"}));
+  EXPECT_EQ(top->rows[0].size, 25U);
+  EXPECT_EQ(top->entries, 25U);
+  ListOptions page;
+  page.limit = 2;
+  page.after = ListCursor{Area::kCas, "blob-110"};
+  EXPECT_EQ(keys_of(*store.list(page)), (std::vector<std::string>{"blob-111", "blob-112"}));
+}
+
+TEST_F(RedisStoreTest, APageReadsTheIndexNotTheKeyspace) {
+  RedisStore store(options_for(server_));
+  for (int i = 0; i < 3000; ++i) {
+    ASSERT_TRUE(store.put(Area::kCas, "k" + std::to_string(10000 + i), "v").has_value());
+  }
+  ASSERT_TRUE(store.list_top({ListOrder::kSize, 1, false, std::nullopt}).has_value()); // built
+  RedisAdmin admin(server_.port());
+  admin.run({"CONFIG", "RESETSTAT"});
+  ListOptions page;
+  page.limit = 50;
+  page.after = ListCursor{Area::kCas, "k11000"};
+  auto rows = store.list(page);
+  ASSERT_TRUE(rows.has_value());
+  ASSERT_EQ(rows->size(), 50U);
+  EXPECT_EQ(rows->front().key, "k11001");
+  auto top = store.list_top({ListOrder::kLastAccess, 50, false, Area::kCas});
+  ASSERT_TRUE(top.has_value());
+  EXPECT_EQ(top->rows.size(), 50U);
+  const std::string stats = admin.run({"INFO", "commandstats"});
+  EXPECT_EQ(stats.find("cmdstat_scan"), std::string::npos) << stats;
+  // Two pages of 50 rows: about 100 EXISTS, not 3,000.
+  const std::string calls = "cmdstat_exists:calls=";
+  const auto at = stats.find(calls);
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_LT(std::stoul(stats.substr(at + calls.size())), 200U) << stats;
+}
+
+TEST_F(RedisStoreTest, ValuesGoneBehindTheIndexAreNotListedAndLeaveIt) {
+  RedisStore store(options_for(server_));
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(store.put(Area::kAction, "kc1-" + std::to_string(10 + i), std::string(100 - i, 'x'))
+                    .has_value());
+  }
+  // Expired or evicted by Redis, or removed by a writer from before the index.
+  RedisAdmin admin(server_.port());
+  for (int i = 0; i < 20; i += 2) {
+    admin.run({"DEL", store.redis_key(Area::kAction, "kc1-" + std::to_string(10 + i))});
+  }
+  auto top = store.list_top({ListOrder::kSize, 4, false, Area::kAction});
+  ASSERT_TRUE(top.has_value());
+  EXPECT_EQ(keys_of(top->rows), (std::vector<std::string>{"kc1-11", "kc1-13", "kc1-15", "kc1-17"}));
+  auto all = store.list(ListOptions{});
+  ASSERT_TRUE(all.has_value());
+  EXPECT_EQ(all->size(), 10U);
+  EXPECT_EQ(admin.run({"ZCARD", "test:idx:{test}:ac:key"}), "10");
+  EXPECT_EQ(admin.run({"ZCARD", "test:idx:{test}:ac:size"}), "10");
+  EXPECT_EQ(admin.run({"ZCARD", "test:idx:{test}:ac:access"}), "10");
+}
+
+TEST_F(RedisStoreTest, PutsTrimTheLeastRecentlyReadKeysWhoseValuesAreGone) {
+  {
+    RedisStore store(options_for(server_));
+    for (int i = 0; i < 30; ++i) {
+      ASSERT_TRUE(store.put(Area::kCas, "b" + std::to_string(i), "v").has_value());
+    }
+  }
+  RedisAdmin admin(server_.port());
+  for (int i = 0; i < 30; ++i) {
+    admin.run({"DEL", "test:cas:b" + std::to_string(i)});
+  }
+  // No listing: another daemon's first put looks at the cold end of the set.
+  RedisStore other(options_for(server_));
+  ASSERT_TRUE(other.put(Area::kCas, "fresh", "v").has_value());
+  EXPECT_EQ(admin.run({"ZCARD", "test:idx:{test}:cas:key"}), "1");
+}
+
+TEST_F(RedisStoreTest, ReadsOrderLastAccessAndPeeksDoNot) {
+  RedisStore store(options_for(server_));
+  for (const char* key : {"a", "b", "c"}) {
+    ASSERT_TRUE(store.put(Area::kAction, key, "v").has_value());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(store.get(Area::kAction, "a")->has_value());
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const std::vector<std::string> b = {"b"};
+  ASSERT_TRUE(store.get_many(Area::kAction, b)[0]->has_value());
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(store.peek(Area::kAction, "c")->has_value());
+  auto top = store.list_top({ListOrder::kLastAccess, 3, false, std::nullopt});
+  ASSERT_TRUE(top.has_value());
+  EXPECT_EQ(keys_of(top->rows), (std::vector<std::string>{"b", "a", "c"}));
+  EXPECT_GT(top->rows[0].last_access_ms, top->rows[1].last_access_ms);
+  // A removed entry leaves the index at once.
+  ASSERT_TRUE(store.remove(Area::kAction, "b").has_value());
+  RedisAdmin admin(server_.port());
+  EXPECT_EQ(admin.run({"ZCARD", "test:idx:{test}:ac:access"}), "2");
 }
 
 TEST_F(RedisStoreTest, TamperedValueIsAMissDeletedAndCounted) {

@@ -16,6 +16,9 @@
 #include <vector>
 
 namespace kcache::storage {
+namespace detail {
+class RedisOrderIndex;
+}
 
 class RedisStore final : public Store {
 public:
@@ -25,11 +28,16 @@ public:
 
   std::string name() const override { return "redis"; }
   GetResult get(Area area, std::string_view key) override;
+  GetResult peek(Area area, std::string_view key) override; // a get that records no read
   Result<void> put(Area area, std::string_view key, std::string_view value) override;
   Result<bool> contains(Area area, std::string_view key) override;
   Result<void> remove(Area area, std::string_view key) override;
+  // Listings read sorted sets kept beside the values (redis_order_index.h):
+  // a page costs what it returns, as in the ordered tiers.
   Result<std::vector<ObjectInfo>> list(const ListOptions& options) override;
-  bool lists_by_seek() const override { return false; } // SCAN: Redis keeps no order
+  Result<TopList> list_top(const TopListOptions& options) override;
+  Result<std::vector<std::optional<ObjectInfo>>>
+  describe(std::span<const ListCursor> entries) override;
   std::vector<GetResult> get_many(Area area, std::span<const std::string> keys) override;
 
   protocol::CircuitBreaker::State breaker_state() const { return client_->breaker_state(); }
@@ -41,6 +49,7 @@ private:
 
   const RedisOptions options_;
   std::unique_ptr<RedisClient> client_;
+  std::unique_ptr<detail::RedisOrderIndex> index_;
 };
 
 } // namespace kcache::storage

@@ -1,0 +1,494 @@
+#include "redis_order_index.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace kcache::storage::detail {
+namespace {
+
+constexpr Area kAreas[] = {Area::kAction, Area::kCas};
+constexpr std::size_t kFlushAt = 256;                 // recorded reads that trigger a write
+constexpr auto kFlushEvery = std::chrono::seconds(1); // ... or the age of the batch
+constexpr std::int64_t kTrimEveryMs = 10'000;
+constexpr long kTrimWindow = 64;        // NOLINT(google-runtime-int): Redis' rank type
+constexpr std::size_t kMaxRound = 1000; // keys asked per round trip
+
+StoreError redis_error(std::string_view what, const RedisReply& reply) {
+  return StoreError{StoreError::Code::kIo,
+                    "redis " + std::string(what) + ": " +
+                        (reply.is_error() ? reply.str : std::string("unexpected reply"))};
+}
+
+// A score as Redis prints it: integers exactly (sizes and unix ms are far
+// below 2^53, where doubles stop being exact).
+std::string score(std::int64_t value) {
+  return std::to_string(value);
+}
+
+std::int64_t parse_score(const RedisReply& reply) {
+  if (reply.type != RedisReply::Type::kString) {
+    return 0;
+  }
+  const double d = std::strtod(reply.str.c_str(), nullptr);
+  return std::isfinite(d) ? static_cast<std::int64_t>(std::llround(d)) : 0;
+}
+
+// Escapes glob characters so a key prefix matches literally in SCAN MATCH.
+std::string glob_escape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') {
+      out += '\\';
+    }
+    out += c;
+  }
+  return out;
+}
+
+// The first string after every string that starts with `prefix`, as a
+// ZRANGEBYLEX bound ("(" + it), or "+" when there is none (all 0xff).
+std::string after_prefix_bound(std::string prefix) {
+  while (!prefix.empty() && static_cast<unsigned char>(prefix.back()) == 0xff) {
+    prefix.pop_back();
+  }
+  if (prefix.empty()) {
+    return "+";
+  }
+  prefix.back() = static_cast<char>(static_cast<unsigned char>(prefix.back()) + 1);
+  return "(" + prefix;
+}
+
+// Keys to ask for when `wanted` more rows are needed: a few more, for the
+// ones found gone (`wanted` may be SIZE_MAX: no limit).
+std::size_t next_round(std::size_t wanted) {
+  return wanted >= kMaxRound ? kMaxRound : wanted + 8;
+}
+
+bool all_ok(const std::vector<RedisReply>& replies) {
+  return std::none_of(replies.begin(), replies.end(),
+                      [](const RedisReply& r) { return r.is_error(); });
+}
+
+} // namespace
+
+std::string redis_value_key(std::string_view ns, Area area, std::string_view key) {
+  std::string out(ns);
+  out += ':';
+  out += area_name(area);
+  out += ':';
+  out += key;
+  return out;
+}
+
+RedisOrderIndex::RedisOrderIndex(RedisClient& client, std::string ns)
+    : client_(client), ns_(std::move(ns)), tag_("{" + ns_ + "}") {}
+
+RedisOrderIndex::~RedisOrderIndex() {
+  (void)flush_reads();
+}
+
+std::string RedisOrderIndex::set_key(Area area, Set set) const {
+  static constexpr std::string_view kNames[] = {"key", "size", "access"};
+  return ns_ + ":idx:" + tag_ + ":" + std::string(area_name(area)) + ":" +
+         std::string(kNames[static_cast<int>(set)]);
+}
+
+std::string RedisOrderIndex::built_key() const {
+  return ns_ + ":idx:" + tag_ + ":built-v1";
+}
+
+RedisOrderIndex::Routed RedisOrderIndex::index_commands(Area area, std::string_view key,
+                                                        std::uint64_t size,
+                                                        std::int64_t now_ms) const {
+  const std::string member(key);
+  Routed out;
+  out.emplace_back(built_key(), RedisCommand{"ZADD", set_key(area, Set::kKey), "0", member});
+  out.emplace_back(built_key(), RedisCommand{"ZADD", set_key(area, Set::kSize),
+                                             score(-static_cast<std::int64_t>(size)), member});
+  out.emplace_back(built_key(),
+                   RedisCommand{"ZADD", set_key(area, Set::kAccess), score(-now_ms), member});
+  return out;
+}
+
+RedisOrderIndex::Routed RedisOrderIndex::unindex_commands(Area area, std::string_view key) const {
+  Routed out;
+  for (const Set set : {Set::kKey, Set::kSize, Set::kAccess}) {
+    out.emplace_back(built_key(), RedisCommand{"ZREM", set_key(area, set), std::string(key)});
+  }
+  return out;
+}
+
+void RedisOrderIndex::record_read(Area area, std::string_view key, std::int64_t now_ms) {
+  bool due = false;
+  {
+    const std::lock_guard lock(reads_mu_);
+    auto [it, added] = reads_.try_emplace({area, std::string(key)}, now_ms);
+    it->second = std::max(it->second, now_ms);
+    due =
+        reads_.size() >= kFlushAt || std::chrono::steady_clock::now() - last_flush_ >= kFlushEvery;
+  }
+  if (due) {
+    (void)flush_reads(); // a lost batch only makes entries look less recently read
+  }
+}
+
+Result<void> RedisOrderIndex::flush_reads() {
+  std::map<std::pair<Area, std::string>, std::int64_t> batch;
+  {
+    const std::lock_guard lock(reads_mu_);
+    batch.swap(reads_);
+    last_flush_ = std::chrono::steady_clock::now();
+  }
+  if (batch.empty()) {
+    return {};
+  }
+  // XX: a read never puts back a key removed meanwhile; LT: only a newer read
+  // moves a key (scores are negated times).
+  std::vector<RedisCommand> commands;
+  for (const Area area : kAreas) {
+    RedisCommand zadd{"ZADD", set_key(area, Set::kAccess), "XX", "LT"};
+    for (const auto& [entry, ms] : batch) {
+      if (entry.first == area) {
+        zadd.push_back(score(-ms));
+        zadd.push_back(entry.second);
+      }
+    }
+    if (zadd.size() > 4) {
+      commands.push_back(std::move(zadd));
+    }
+  }
+  auto replies = client_.pipeline(built_key(), std::move(commands));
+  if (!replies) {
+    return tl::unexpected(replies.error());
+  }
+  for (const RedisReply& r : *replies) {
+    if (r.is_error()) {
+      return tl::unexpected(redis_error("ZADD", r));
+    }
+  }
+  return {};
+}
+
+void RedisOrderIndex::trim_if_due() {
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count();
+  std::int64_t due = next_trim_ms_.load();
+  if (now < due || !next_trim_ms_.compare_exchange_strong(due, now + kTrimEveryMs)) {
+    return; // not yet, or another thread trims
+  }
+  for (const Area area : kAreas) {
+    auto coldest = client_.run(
+        built_key(), {"ZRANGE", set_key(area, Set::kAccess), std::to_string(-kTrimWindow), "-1"});
+    if (!coldest || coldest->type != RedisReply::Type::kArray) {
+      return;
+    }
+    std::vector<std::string> keys;
+    for (const RedisReply& k : coldest->elements) {
+      keys.push_back(k.str);
+    }
+    (void)rows(area, keys); // drops the keys whose values are gone
+  }
+}
+
+Result<void> RedisOrderIndex::prepare() {
+  if (auto flushed = flush_reads(); !flushed) {
+    return flushed;
+  }
+  auto built = client_.run(built_key(), {"EXISTS", built_key()});
+  if (!built) {
+    return tl::unexpected(built.error());
+  }
+  if (built->type == RedisReply::Type::kInteger && built->integer == 1) {
+    return {};
+  }
+  return build();
+}
+
+Result<void> RedisOrderIndex::build() {
+  spdlog::info("redis: building the listing index of namespace '{}' from a SCAN of its keys", ns_);
+  auto masters = client_.masters();
+  if (!masters) {
+    return tl::unexpected(masters.error());
+  }
+  const std::int64_t now = unix_now_ms();
+  std::uint64_t indexed = 0;
+  for (const Area area : kAreas) {
+    const std::string prefix = redis_value_key(ns_, area, "");
+    const std::string match = glob_escape(prefix) + "*";
+    for (const std::string& master : *masters) {
+      std::string cursor = "0";
+      do {
+        const RedisCommand scan{"SCAN", cursor, "MATCH", match, "COUNT", "1000"};
+        auto page = client_.run_on(master, scan);
+        if (!page) {
+          return tl::unexpected(page.error());
+        }
+        if (page->type != RedisReply::Type::kArray || page->elements.size() != 2) {
+          return tl::unexpected(redis_error("SCAN", *page));
+        }
+        cursor = page->elements[0].str;
+        Routed meta;
+        for (const RedisReply& k : page->elements[1].elements) {
+          meta.emplace_back(k.str, RedisCommand{"EXISTS", k.str});
+          meta.emplace_back(k.str, RedisCommand{"STRLEN", k.str});
+          meta.emplace_back(k.str, RedisCommand{"OBJECT", "IDLETIME", k.str});
+        }
+        if (meta.empty()) {
+          continue;
+        }
+        auto replies = client_.run_many(std::move(meta));
+        if (!replies) {
+          return tl::unexpected(replies.error());
+        }
+        // NX: what a put indexed meanwhile is newer than what the SCAN saw.
+        RedisCommand keys{"ZADD", set_key(area, Set::kKey), "NX"};
+        RedisCommand sizes{"ZADD", set_key(area, Set::kSize), "NX"};
+        RedisCommand access{"ZADD", set_key(area, Set::kAccess), "NX"};
+        const auto& found = page->elements[1].elements;
+        for (std::size_t i = 0; i < found.size(); ++i) {
+          const RedisReply& exists = (*replies)[3 * i];
+          if (exists.type != RedisReply::Type::kInteger || exists.integer != 1) {
+            continue; // gone since the SCAN
+          }
+          const RedisReply& len = (*replies)[3 * i + 1];
+          const RedisReply& idle = (*replies)[3 * i + 2]; // an error under an LFU policy
+          const std::string member = found[i].str.substr(prefix.size());
+          const std::int64_t read_ms =
+              idle.type == RedisReply::Type::kInteger ? now - idle.integer * 1000 : now;
+          keys.insert(keys.end(), {"0", member});
+          sizes.insert(sizes.end(), {score(-len.integer), member});
+          access.insert(access.end(), {score(-read_ms), member});
+          ++indexed;
+        }
+        if (keys.size() > 3) {
+          auto written = client_.pipeline(built_key(), {keys, sizes, access});
+          if (!written) {
+            return tl::unexpected(written.error());
+          }
+          if (!all_ok(*written)) {
+            return tl::unexpected(StoreError{StoreError::Code::kIo, "redis: index build refused"});
+          }
+        }
+      } while (cursor != "0");
+    }
+  }
+  auto marked = client_.run(built_key(), {"SET", built_key(), "1"});
+  if (!marked) {
+    return tl::unexpected(marked.error());
+  }
+  spdlog::info("redis: listing index of namespace '{}' built: {} entries", ns_, indexed);
+  return {};
+}
+
+Result<RedisOrderIndex::Rows> RedisOrderIndex::rows(Area area, std::span<const std::string> keys) {
+  Rows out;
+  out.rows.resize(keys.size());
+  if (keys.empty()) {
+    return out;
+  }
+  Routed asked;
+  for (const std::string& key : keys) {
+    const std::string value = redis_value_key(ns_, area, key);
+    asked.emplace_back(value, RedisCommand{"EXISTS", value});
+    asked.emplace_back(value, RedisCommand{"STRLEN", value});
+    asked.emplace_back(built_key(), RedisCommand{"ZSCORE", set_key(area, Set::kAccess), key});
+  }
+  auto replies = client_.run_many(std::move(asked));
+  if (!replies) {
+    return tl::unexpected(replies.error());
+  }
+  if (replies->size() != 3 * keys.size() || !all_ok(*replies)) {
+    return tl::unexpected(StoreError{StoreError::Code::kIo, "redis: listing rows refused"});
+  }
+  Routed gone;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const RedisReply& exists = (*replies)[3 * i];
+    if (exists.type != RedisReply::Type::kInteger || exists.integer != 1) {
+      auto drop = unindex_commands(area, keys[i]);
+      std::move(drop.begin(), drop.end(), std::back_inserter(gone));
+      continue;
+    }
+    const RedisReply& len = (*replies)[3 * i + 1];
+    out.rows[i] = ObjectInfo{area,
+                             keys[i],
+                             static_cast<std::uint64_t>(std::max<long long>(len.integer, 0)),
+                             0,
+                             -parse_score((*replies)[3 * i + 2]),
+                             0};
+  }
+  if (!gone.empty()) {
+    // Best effort: a listing that meets them again drops them then.
+    auto dropped = client_.run_many(std::move(gone));
+    out.gone_dropped = dropped && all_ok(*dropped);
+  }
+  return out;
+}
+
+Result<std::vector<ObjectInfo>> RedisOrderIndex::first_rows(Area area, Set set, std::size_t limit) {
+  std::vector<ObjectInfo> out;
+  std::set<std::string> seen; // ranks shift under concurrent writers: no row twice
+  long rank = 0;              // NOLINT(google-runtime-int): Redis' rank type
+  while (out.size() < limit) {
+    const std::size_t round = next_round(limit - out.size());
+    auto page = client_.run(built_key(), {"ZRANGE", set_key(area, set), std::to_string(rank),
+                                          std::to_string(rank + static_cast<long>(round) - 1)});
+    if (!page) {
+      return tl::unexpected(page.error());
+    }
+    if (page->type != RedisReply::Type::kArray) {
+      return tl::unexpected(redis_error("ZRANGE", *page));
+    }
+    std::vector<std::string> keys;
+    for (const RedisReply& k : page->elements) {
+      keys.push_back(k.str);
+    }
+    auto described = rows(area, keys);
+    if (!described) {
+      return tl::unexpected(described.error());
+    }
+    long live = 0; // NOLINT(google-runtime-int)
+    for (auto& row : described->rows) {
+      live += row ? 1 : 0;
+      if (row && out.size() < limit && seen.insert(row->key).second) {
+        out.push_back(std::move(*row));
+      }
+    }
+    if (keys.size() < round) {
+      break; // the set is exhausted
+    }
+    // When the keys found gone were dropped from the set, the next page
+    // starts right after the live ones.
+    rank += described->gone_dropped ? live : static_cast<long>(keys.size());
+  }
+  return out;
+}
+
+Result<std::vector<ObjectInfo>> RedisOrderIndex::key_range(Area area, std::string start,
+                                                           const std::string& stop,
+                                                           std::size_t limit) {
+  std::vector<ObjectInfo> out;
+  while (out.size() < limit) {
+    const std::size_t round = next_round(limit - out.size());
+    auto page = client_.run(built_key(), {"ZRANGEBYLEX", set_key(area, Set::kKey), start, stop,
+                                          "LIMIT", "0", std::to_string(round)});
+    if (!page) {
+      return tl::unexpected(page.error());
+    }
+    if (page->type != RedisReply::Type::kArray) {
+      return tl::unexpected(redis_error("ZRANGEBYLEX", *page));
+    }
+    std::vector<std::string> keys;
+    for (const RedisReply& k : page->elements) {
+      keys.push_back(k.str);
+    }
+    auto described = rows(area, keys);
+    if (!described) {
+      return tl::unexpected(described.error());
+    }
+    for (auto& row : described->rows) {
+      if (row && out.size() < limit) {
+        out.push_back(std::move(*row));
+      }
+    }
+    if (keys.size() < round) {
+      break;
+    }
+    start = "(" + keys.back();
+  }
+  return out;
+}
+
+Result<std::vector<ObjectInfo>> RedisOrderIndex::list(const ListOptions& options) {
+  if (auto ready = prepare(); !ready) {
+    return tl::unexpected(ready.error());
+  }
+  std::vector<ObjectInfo> out;
+  for (const Area area : kAreas) {
+    if ((options.area && *options.area != area) || (options.after && options.after->area > area) ||
+        out.size() >= options.limit) {
+      continue;
+    }
+    std::string start = options.prefix.empty() ? "-" : "[" + options.prefix;
+    if (options.after && options.after->area == area && options.after->key >= options.prefix) {
+      start = "(" + options.after->key;
+    }
+    const std::string stop = after_prefix_bound(options.prefix);
+    auto rows = key_range(area, std::move(start), stop, options.limit - out.size());
+    if (!rows) {
+      return tl::unexpected(rows.error());
+    }
+    std::move(rows->begin(), rows->end(), std::back_inserter(out));
+  }
+  return out;
+}
+
+Result<TopList> RedisOrderIndex::list_top(const TopListOptions& options) {
+  if (auto ready = prepare(); !ready) {
+    return tl::unexpected(ready.error());
+  }
+  // Created and hits are not kept: every row has 0, so those orders are key order.
+  const Set set = options.order == ListOrder::kSize         ? Set::kSize
+                  : options.order == ListOrder::kLastAccess ? Set::kAccess
+                                                            : Set::kKey;
+  TopList top;
+  top.entries_exact = false; // the sets may still hold keys whose values are gone
+  for (const Area area : kAreas) {
+    if (options.area && *options.area != area) {
+      continue;
+    }
+    auto count = client_.run(built_key(), {"ZCARD", set_key(area, Set::kKey)});
+    if (!count) {
+      return tl::unexpected(count.error());
+    }
+    top.entries += static_cast<std::uint64_t>(std::max<long long>(count->integer, 0));
+    auto rows = first_rows(area, set, options.limit);
+    if (!rows) {
+      return tl::unexpected(rows.error());
+    }
+    std::move(rows->begin(), rows->end(), std::back_inserter(top.rows));
+  }
+  // Each area came in its set's order; rows are sorted by their own values,
+  // as a sorted listing is, then the areas merged.
+  std::sort(top.rows.begin(), top.rows.end(), [&](const ObjectInfo& a, const ObjectInfo& b) {
+    return comes_before(a, b, options.order);
+  });
+  if (top.rows.size() > options.limit) {
+    top.rows.resize(options.limit);
+  }
+  return top;
+}
+
+Result<std::vector<std::optional<ObjectInfo>>>
+RedisOrderIndex::describe(std::span<const ListCursor> entries) {
+  if (auto flushed = flush_reads(); !flushed) {
+    return tl::unexpected(flushed.error());
+  }
+  std::vector<std::optional<ObjectInfo>> out(entries.size());
+  for (const Area area : kAreas) {
+    std::vector<std::string> keys;
+    std::vector<std::size_t> at;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      if (entries[i].area == area) {
+        keys.push_back(entries[i].key);
+        at.push_back(i);
+      }
+    }
+    for (std::size_t first = 0; first < keys.size(); first += kMaxRound) {
+      const std::size_t n = std::min(kMaxRound, keys.size() - first);
+      auto described = rows(area, std::span(keys).subspan(first, n));
+      if (!described) {
+        return tl::unexpected(described.error());
+      }
+      for (std::size_t j = 0; j < n; ++j) {
+        out[at[first + j]] = std::move(described->rows[j]);
+      }
+    }
+  }
+  return out;
+}
+
+} // namespace kcache::storage::detail
