@@ -104,6 +104,17 @@ std::vector<Tier> tiers() {
          EXPECT_TRUE(stack.has_value()) << stack.error().message;
          return std::move(stack->store);
        }},
+      // Cluster mode's stack: local tiers over the shared Redis.
+      {"TieredOverRedis", true,
+       [](const TempDir& dir) {
+         const std::vector<std::string> urls = {
+             "memory://?capacity=64MiB", "rocksdb://" + dir.str(),
+             "redis://127.0.0.1:" + std::to_string(redis_server()->port()) +
+                 "?namespace=" + fresh_namespace()};
+         auto stack = make_tiered_store(urls);
+         EXPECT_TRUE(stack.has_value()) << stack.error().message;
+         return std::move(stack->store);
+       }},
       // A first tier too small for the large value (kTooLarge), over a test
       // double that answers with the base class's get_many.
       {"TieredOverFaulty", false,
@@ -390,7 +401,7 @@ std::vector<ObjectInfo> sorted_listing(Store& store, ListOrder order, std::optio
 
 // list_top's rows against the sorted listing, of both areas and of each:
 // the same entries in the same order, with the same values. A store that
-// keeps no order (Redis) answers kUnsupported and is skipped.
+// keeps no order (a test double) answers kUnsupported and is skipped.
 void expect_top_is_the_sorted_listing(Store& store, const std::string& when, bool keeps_order) {
   const std::optional<Area> areas[] = {std::nullopt, Area::kAction, Area::kCas};
   for (const auto& [area, order] : [&] {
@@ -407,7 +418,7 @@ void expect_top_is_the_sorted_listing(Store& store, const std::string& when, boo
          {std::size_t{0}, std::size_t{1}, std::size_t{7}, expected.size(), expected.size() + 50}) {
       auto top = store.list_top({order, limit, false, area});
       if (!top && top.error().code == StoreError::Code::kUnsupported && !keeps_order) {
-        return; // Redis, or a tier stack over one
+        return; // a tier that keeps no order, or a stack over one
       }
       ASSERT_TRUE(top.has_value()) << top.error().message;
       const std::size_t n = std::min(limit, expected.size());
@@ -436,7 +447,7 @@ TEST_P(StoreConformance, ListTopIsTheSortedListingThroughPutsReadsAndRemoves) {
     put(i % 3 == 0 ? Area::kCas : Area::kAction, "key-" + std::to_string(i),
         std::string(static_cast<std::size_t>((i * 7) % 23 + 1), 'v'));
   }
-  // Redis keeps no order; FaultyStore, a test double, keeps none either.
+  // FaultyStore, a test double, keeps no order.
   const bool keeps_order =
       store().lists_by_seek() && GetParam().name.find("Faulty") == std::string::npos;
   expect_top_is_the_sorted_listing(store(), "after puts", keeps_order);
