@@ -290,35 +290,63 @@ Result<RedisOrderIndex::Rows> RedisOrderIndex::rows(Area area, std::span<const s
   if (keys.empty()) {
     return out;
   }
+  // Per key one EXISTS on its value's node; sizes and read times from the
+  // index's node, two commands for the lot (a reply per key is what costs).
+  const std::size_t n = keys.size();
   Routed asked;
+  asked.reserve(n + 2);
+  RedisCommand sizes{"ZMSCORE", set_key(area, Set::kSize)};
+  RedisCommand reads{"ZMSCORE", set_key(area, Set::kAccess)};
   for (const std::string& key : keys) {
     const std::string value = redis_value_key(ns_, area, key);
     asked.emplace_back(value, RedisCommand{"EXISTS", value});
-    asked.emplace_back(value, RedisCommand{"STRLEN", value});
-    asked.emplace_back(built_key(), RedisCommand{"ZSCORE", set_key(area, Set::kAccess), key});
+    sizes.push_back(key);
+    reads.push_back(key);
   }
+  asked.emplace_back(built_key(), std::move(sizes));
+  asked.emplace_back(built_key(), std::move(reads));
   auto replies = client_.run_many(std::move(asked));
   if (!replies) {
     return tl::unexpected(replies.error());
   }
-  if (replies->size() != 3 * keys.size() || !all_ok(*replies)) {
+  if (replies->size() != n + 2 || !all_ok(*replies) || (*replies)[n].elements.size() != n ||
+      (*replies)[n + 1].elements.size() != n) {
     return tl::unexpected(StoreError{StoreError::Code::kIo, "redis: listing rows refused"});
   }
   Routed gone;
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    const RedisReply& exists = (*replies)[3 * i];
+  Routed unsized; // held but not indexed (a writer from before the index)
+  std::vector<std::size_t> unsized_at;
+  for (std::size_t i = 0; i < n; ++i) {
+    const RedisReply& exists = (*replies)[i];
     if (exists.type != RedisReply::Type::kInteger || exists.integer != 1) {
       auto drop = unindex_commands(area, keys[i]);
       std::move(drop.begin(), drop.end(), std::back_inserter(gone));
       continue;
     }
-    const RedisReply& len = (*replies)[3 * i + 1];
-    out.rows[i] = ObjectInfo{area,
-                             keys[i],
-                             static_cast<std::uint64_t>(std::max<long long>(len.integer, 0)),
-                             0,
-                             -parse_score((*replies)[3 * i + 2]),
-                             0};
+    const RedisReply& size = (*replies)[n].elements[i];
+    out.rows[i] =
+        ObjectInfo{area,
+                   keys[i],
+                   static_cast<std::uint64_t>(std::max<std::int64_t>(-parse_score(size), 0)),
+                   0,
+                   -parse_score((*replies)[n + 1].elements[i]),
+                   0};
+    if (size.type != RedisReply::Type::kString) {
+      const std::string value = redis_value_key(ns_, area, keys[i]);
+      unsized.emplace_back(value, RedisCommand{"STRLEN", value});
+      unsized_at.push_back(i);
+    }
+  }
+  if (!unsized.empty()) {
+    auto lengths = client_.run_many(std::move(unsized));
+    if (!lengths || lengths->size() != unsized_at.size()) {
+      return tl::unexpected(lengths ? StoreError{StoreError::Code::kIo, "redis STRLEN refused"}
+                                    : lengths.error());
+    }
+    for (std::size_t j = 0; j < unsized_at.size(); ++j) {
+      out.rows[unsized_at[j]]->size =
+          static_cast<std::uint64_t>(std::max<long long>((*lengths)[j].integer, 0));
+    }
   }
   if (!gone.empty()) {
     // Best effort: a listing that meets them again drops them then.
