@@ -12,9 +12,10 @@ namespace {
 constexpr Area kAreas[] = {Area::kAction, Area::kCas};
 constexpr std::size_t kFlushAt = 256;                 // recorded reads that trigger a write
 constexpr auto kFlushEvery = std::chrono::seconds(1); // ... or the age of the batch
-constexpr std::int64_t kTrimEveryMs = 10'000;
-constexpr long kTrimWindow = 64;        // NOLINT(google-runtime-int): Redis' rank type
-constexpr std::size_t kMaxRound = 1000; // keys asked per round trip
+constexpr std::int64_t kTrimEveryMs = 2'000;
+constexpr long kTrimWindow = 128;              // NOLINT(google-runtime-int): Redis' rank type
+constexpr std::int64_t kBuildLockMs = 600'000; // a build's claim, should its kcached die
+constexpr std::size_t kMaxRound = 1000;        // keys asked per round trip
 
 StoreError redis_error(std::string_view what, const RedisReply& reply) {
   return StoreError{StoreError::Code::kIo,
@@ -83,21 +84,29 @@ std::string redis_value_key(std::string_view ns, Area area, std::string_view key
   return out;
 }
 
-RedisOrderIndex::RedisOrderIndex(RedisClient& client, std::string ns)
-    : client_(client), ns_(std::move(ns)), tag_("{" + ns_ + "}") {}
+RedisOrderIndex::RedisOrderIndex(RedisClient& client, std::string ns,
+                                 std::optional<std::chrono::seconds> ttl)
+    : client_(client), ns_(std::move(ns)), tag_("{" + ns_ + "}"), ttl_(ttl) {}
 
 RedisOrderIndex::~RedisOrderIndex() {
   (void)flush_reads();
 }
 
 std::string RedisOrderIndex::set_key(Area area, Set set) const {
-  static constexpr std::string_view kNames[] = {"key", "size", "access"};
+  static constexpr std::string_view kNames[] = {"key", "size", "access", "stored"};
   return ns_ + ":idx:" + tag_ + ":" + std::string(area_name(area)) + ":" +
          std::string(kNames[static_cast<int>(set)]);
 }
 
 std::string RedisOrderIndex::built_key() const {
   return ns_ + ":idx:" + tag_ + ":built-v1";
+}
+
+std::vector<RedisOrderIndex::Set> RedisOrderIndex::sets() const {
+  if (ttl_) {
+    return {Set::kKey, Set::kSize, Set::kAccess, Set::kStored};
+  }
+  return {Set::kKey, Set::kSize, Set::kAccess};
 }
 
 RedisOrderIndex::Routed RedisOrderIndex::index_commands(Area area, std::string_view key,
@@ -110,15 +119,73 @@ RedisOrderIndex::Routed RedisOrderIndex::index_commands(Area area, std::string_v
                                              score(-static_cast<std::int64_t>(size)), member});
   out.emplace_back(built_key(),
                    RedisCommand{"ZADD", set_key(area, Set::kAccess), score(-now_ms), member});
+  if (ttl_) { // when its TTL ends it
+    out.emplace_back(built_key(),
+                     RedisCommand{"ZADD", set_key(area, Set::kStored), score(now_ms), member});
+  }
   return out;
 }
 
-RedisOrderIndex::Routed RedisOrderIndex::unindex_commands(Area area, std::string_view key) const {
-  Routed out;
-  for (const Set set : {Set::kKey, Set::kSize, Set::kAccess}) {
-    out.emplace_back(built_key(), RedisCommand{"ZREM", set_key(area, set), std::string(key)});
+void RedisOrderIndex::index_failed(std::string_view why) {
+  // The entry is served but would never be listed (nor seen by gc and
+  // verify): dropping the mark has the next listing index the namespace again.
+  (void)client_.run(built_key(), {"DEL", built_key()});
+  if (!index_failing_.exchange(true)) {
+    spdlog::warn("redis: an entry of namespace '{}' was stored but not indexed ({}): the next "
+                 "listing indexes the namespace again",
+                 ns_, why);
   }
-  return out;
+}
+
+void RedisOrderIndex::index_written() {
+  if (index_failing_.exchange(false)) {
+    spdlog::info("redis: the listing index of namespace '{}' is written again", ns_);
+  }
+}
+
+bool RedisOrderIndex::drop_unless_stored(Area area, std::span<const std::string> keys) {
+  if (keys.empty()) {
+    return true;
+  }
+  std::vector<RedisCommand> drops;
+  for (const Set set : sets()) {
+    RedisCommand zrem{"ZREM", set_key(area, set)};
+    zrem.insert(zrem.end(), keys.begin(), keys.end());
+    drops.push_back(std::move(zrem));
+  }
+  auto dropped = client_.pipeline(built_key(), std::move(drops));
+  // A put stores its value before it indexes it: one that indexed a key just
+  // before the ZREM has its value stored by now. Those go back in.
+  Routed look;
+  for (const std::string& key : keys) {
+    const std::string value = redis_value_key(ns_, area, key);
+    look.emplace_back(value, RedisCommand{"EXISTS", value});
+    look.emplace_back(value, RedisCommand{"STRLEN", value});
+  }
+  auto stored = client_.run_many(std::move(look));
+  if (!stored || stored->size() != 2 * keys.size()) {
+    index_failed("a dropped key could not be looked at again");
+    return false;
+  }
+  Routed back;
+  const std::int64_t now = unix_now_ms();
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const RedisReply& exists = (*stored)[2 * i];
+    if (exists.type == RedisReply::Type::kInteger && exists.integer == 1) {
+      auto again = index_commands(
+          area, keys[i],
+          static_cast<std::uint64_t>(std::max<long long>((*stored)[2 * i + 1].integer, 0)), now);
+      std::move(again.begin(), again.end(), std::back_inserter(back));
+    }
+  }
+  if (!back.empty()) {
+    auto readded = client_.run_many(std::move(back));
+    if (!readded || !all_ok(*readded)) {
+      index_failed("a key stored again could not be indexed again");
+      return false;
+    }
+  }
+  return dropped && all_ok(*dropped);
 }
 
 void RedisOrderIndex::record_read(Area area, std::string_view key, std::int64_t now_ms) {
@@ -180,32 +247,78 @@ void RedisOrderIndex::trim_if_due() {
   if (now < due || !next_trim_ms_.compare_exchange_strong(due, now + kTrimEveryMs)) {
     return; // not yet, or another thread trims
   }
+  // Where values go without a remove: LRU eviction takes the least recently
+  // read (the access set's end), a TTL the oldest stored (the stored set's
+  // start, with a TTL only), anything else anywhere: a window that walks the
+  // whole access set, a turn per about (entries / 128) x 2 s.
+  const long sweep = sweep_rank_.fetch_add(kTrimWindow); // NOLINT(google-runtime-int)
   for (const Area area : kAreas) {
-    auto coldest = client_.run(
-        built_key(), {"ZRANGE", set_key(area, Set::kAccess), std::to_string(-kTrimWindow), "-1"});
-    if (!coldest || coldest->type != RedisReply::Type::kArray) {
+    std::vector<RedisCommand> looks = {
+        {"ZRANGE", set_key(area, Set::kAccess), std::to_string(-kTrimWindow), "-1"},
+        {"ZRANGE", set_key(area, Set::kAccess), std::to_string(sweep),
+         std::to_string(sweep + kTrimWindow - 1)}};
+    if (ttl_) {
+      const std::int64_t expired = unix_now_ms() - ttl_->count() * 1000;
+      looks.push_back({"ZRANGEBYSCORE", set_key(area, Set::kStored), "-inf", score(expired),
+                       "LIMIT", "0", std::to_string(kMaxRound)});
+    }
+    auto found = client_.pipeline(built_key(), std::move(looks));
+    if (!found || !all_ok(*found)) {
       return;
     }
-    std::vector<std::string> keys;
-    for (const RedisReply& k : coldest->elements) {
-      keys.push_back(k.str);
+    if ((*found)[1].elements.empty()) {
+      sweep_rank_.store(0); // past the end: the next turn starts again
     }
-    (void)rows(area, keys); // drops the keys whose values are gone
+    std::set<std::string> keys;
+    for (const RedisReply& reply : *found) {
+      for (const RedisReply& k : reply.elements) {
+        keys.insert(k.str);
+      }
+    }
+    const std::vector<std::string> asked(keys.begin(), keys.end());
+    for (std::size_t first = 0; first < asked.size(); first += kMaxRound) {
+      (void)rows(area, std::span(asked).subspan(first, std::min(kMaxRound, asked.size() - first)));
+    }
   }
 }
 
-Result<void> RedisOrderIndex::prepare() {
-  if (auto flushed = flush_reads(); !flushed) {
-    return flushed;
-  }
-  auto built = client_.run(built_key(), {"EXISTS", built_key()});
+Result<bool> RedisOrderIndex::is_built() {
+  // GET, not EXISTS: it counts as a use, so an LRU policy keeps the mark.
+  auto built = client_.run(built_key(), {"GET", built_key()});
   if (!built) {
     return tl::unexpected(built.error());
   }
-  if (built->type == RedisReply::Type::kInteger && built->integer == 1) {
-    return {};
+  return built->type == RedisReply::Type::kString;
+}
+
+Result<void> RedisOrderIndex::prepare() {
+  (void)flush_reads(); // a lost batch only makes entries look less recently read
+  auto built = is_built();
+  if (!built || *built) {
+    return built ? Result<void>{} : tl::unexpected(built.error());
   }
-  return build();
+  // One build per process, and per namespace over every kcached (a claim
+  // with an expiry): the others are told to come back.
+  const std::lock_guard lock(build_mu_);
+  built = is_built();
+  if (!built || *built) {
+    return built ? Result<void>{} : tl::unexpected(built.error());
+  }
+  const std::string claim = built_key() + ":building";
+  auto claimed =
+      client_.run(built_key(), {"SET", claim, "1", "NX", "PX", std::to_string(kBuildLockMs)});
+  if (!claimed) {
+    return tl::unexpected(claimed.error());
+  }
+  if (claimed->type != RedisReply::Type::kStatus) {
+    return tl::unexpected(
+        StoreError{StoreError::Code::kUnavailable,
+                   "redis: another kcached is building the listing index of namespace '" + ns_ +
+                       "'; listings work again when it is done"});
+  }
+  auto done = build();
+  (void)client_.run(built_key(), {"DEL", claim});
+  return done;
 }
 
 Result<void> RedisOrderIndex::build() {
@@ -248,6 +361,7 @@ Result<void> RedisOrderIndex::build() {
         RedisCommand keys{"ZADD", set_key(area, Set::kKey), "NX"};
         RedisCommand sizes{"ZADD", set_key(area, Set::kSize), "NX"};
         RedisCommand access{"ZADD", set_key(area, Set::kAccess), "NX"};
+        RedisCommand stored{"ZADD", set_key(area, Set::kStored), "NX"}; // with a TTL only
         const auto& found = page->elements[1].elements;
         for (std::size_t i = 0; i < found.size(); ++i) {
           const RedisReply& exists = (*replies)[3 * i];
@@ -262,10 +376,15 @@ Result<void> RedisOrderIndex::build() {
           keys.insert(keys.end(), {"0", member});
           sizes.insert(sizes.end(), {score(-len.integer), member});
           access.insert(access.end(), {score(-read_ms), member});
+          stored.insert(stored.end(), {score(now), member}); // looked at once a TTL has passed
           ++indexed;
         }
         if (keys.size() > 3) {
-          auto written = client_.pipeline(built_key(), {keys, sizes, access});
+          std::vector<RedisCommand> writes = {keys, sizes, access};
+          if (ttl_) {
+            writes.push_back(stored);
+          }
+          auto written = client_.pipeline(built_key(), std::move(writes));
           if (!written) {
             return tl::unexpected(written.error());
           }
@@ -313,14 +432,13 @@ Result<RedisOrderIndex::Rows> RedisOrderIndex::rows(Area area, std::span<const s
       (*replies)[n + 1].elements.size() != n) {
     return tl::unexpected(StoreError{StoreError::Code::kIo, "redis: listing rows refused"});
   }
-  Routed gone;
+  std::vector<std::string> gone;
   Routed unsized; // held but not indexed (a writer from before the index)
   std::vector<std::size_t> unsized_at;
   for (std::size_t i = 0; i < n; ++i) {
     const RedisReply& exists = (*replies)[i];
     if (exists.type != RedisReply::Type::kInteger || exists.integer != 1) {
-      auto drop = unindex_commands(area, keys[i]);
-      std::move(drop.begin(), drop.end(), std::back_inserter(gone));
+      gone.push_back(keys[i]);
       continue;
     }
     const RedisReply& size = (*replies)[n].elements[i];
@@ -348,11 +466,9 @@ Result<RedisOrderIndex::Rows> RedisOrderIndex::rows(Area area, std::span<const s
           static_cast<std::uint64_t>(std::max<long long>((*lengths)[j].integer, 0));
     }
   }
-  if (!gone.empty()) {
-    // Best effort: a listing that meets them again drops them then.
-    auto dropped = client_.run_many(std::move(gone));
-    out.gone_dropped = dropped && all_ok(*dropped);
-  }
+  out.gone = gone.size();
+  // Best effort: a listing that meets them again drops them then.
+  out.gone_dropped = drop_unless_stored(area, gone);
   return out;
 }
 
@@ -360,8 +476,9 @@ Result<std::vector<ObjectInfo>> RedisOrderIndex::first_rows(Area area, Set set, 
   std::vector<ObjectInfo> out;
   std::set<std::string> seen; // ranks shift under concurrent writers: no row twice
   long rank = 0;              // NOLINT(google-runtime-int): Redis' rank type
+  std::size_t boost = 1;      // grows while rounds come back mostly gone
   while (out.size() < limit) {
-    const std::size_t round = next_round(limit - out.size());
+    const std::size_t round = std::min(kMaxRound, next_round(limit - out.size()) * boost);
     auto page = client_.run(built_key(), {"ZRANGE", set_key(area, set), std::to_string(rank),
                                           std::to_string(rank + static_cast<long>(round) - 1)});
     if (!page) {
@@ -391,6 +508,7 @@ Result<std::vector<ObjectInfo>> RedisOrderIndex::first_rows(Area area, Set set, 
     // When the keys found gone were dropped from the set, the next page
     // starts right after the live ones.
     rank += described->gone_dropped ? live : static_cast<long>(keys.size());
+    boost = described->gone > keys.size() / 2 ? std::min<std::size_t>(boost * 4, kMaxRound) : 1;
   }
   return out;
 }
@@ -399,8 +517,9 @@ Result<std::vector<ObjectInfo>> RedisOrderIndex::key_range(Area area, std::strin
                                                            const std::string& stop,
                                                            std::size_t limit) {
   std::vector<ObjectInfo> out;
+  std::size_t boost = 1; // grows while rounds come back mostly gone
   while (out.size() < limit) {
-    const std::size_t round = next_round(limit - out.size());
+    const std::size_t round = std::min(kMaxRound, next_round(limit - out.size()) * boost);
     auto page = client_.run(built_key(), {"ZRANGEBYLEX", set_key(area, Set::kKey), start, stop,
                                           "LIMIT", "0", std::to_string(round)});
     if (!page) {
@@ -426,6 +545,7 @@ Result<std::vector<ObjectInfo>> RedisOrderIndex::key_range(Area area, std::strin
       break;
     }
     start = "(" + keys.back();
+    boost = described->gone > keys.size() / 2 ? std::min<std::size_t>(boost * 4, kMaxRound) : 1;
   }
   return out;
 }
@@ -492,9 +612,7 @@ Result<TopList> RedisOrderIndex::list_top(const TopListOptions& options) {
 
 Result<std::vector<std::optional<ObjectInfo>>>
 RedisOrderIndex::describe(std::span<const ListCursor> entries) {
-  if (auto flushed = flush_reads(); !flushed) {
-    return tl::unexpected(flushed.error());
-  }
+  (void)flush_reads();
   std::vector<std::optional<ObjectInfo>> out(entries.size());
   for (const Area area : kAreas) {
     std::vector<std::string> keys;

@@ -11,12 +11,14 @@
 //
 // The sets are kept beside the values, not with them, so they can hold keys
 // whose values are gone (expired by TTL, evicted by maxmemory, removed by a
-// concurrent writer). Every listing checks the rows it returns and drops such
-// keys from the sets; puts also trim the least recently read end of the
-// access set now and then, which is where TTL and LRU evict from, so the sets
-// stay about as large as what is stored (about 3 x 100 bytes per entry).
-// Reads are recorded in memory and written to the access set in batches
-// (ZADD XX LT): a hit costs no extra round trip.
+// writer from before the index). Every listing checks the rows it returns and
+// drops such keys; every 2 s a put also checks where values go without a
+// remove: the least recently read (LRU eviction), the oldest stored (a TTL:
+// a fourth set by put time, kept only then) and a window that walks the
+// whole access set. A key dropped while a put of it ran is put back (see
+// drop_unless_stored). Reads are recorded in memory and written to the access
+// set in batches (ZADD XX LT): a hit costs no extra round trip.
+// Needs Redis 6.2 or later (ZADD LT, ZMSCORE).
 //
 // Internal to RedisStore.
 
@@ -44,7 +46,8 @@ class RedisOrderIndex {
 public:
   using Routed = std::vector<std::pair<std::string, RedisCommand>>;
 
-  RedisOrderIndex(RedisClient& client, std::string ns);
+  // `ttl`: the values' TTL, if they have one (RedisOptions::ttl).
+  RedisOrderIndex(RedisClient& client, std::string ns, std::optional<std::chrono::seconds> ttl);
   ~RedisOrderIndex(); // writes the reads still waiting
   RedisOrderIndex(const RedisOrderIndex&) = delete;
   RedisOrderIndex& operator=(const RedisOrderIndex&) = delete;
@@ -54,26 +57,40 @@ public:
   // drop a removed one.
   Routed index_commands(Area area, std::string_view key, std::uint64_t size,
                         std::int64_t now_ms) const;
-  Routed unindex_commands(Area area, std::string_view key) const;
+  // What a put does when its index commands failed (the value is stored):
+  // drops the built mark, so the next listing indexes the namespace again,
+  // and logs once per failing spell. index_written() ends the spell.
+  void index_failed(std::string_view why);
+  void index_written();
+  // Drops `keys` from the sets (a remove, or values found gone), then puts
+  // back those whose value is stored after all (a put that raced the drop).
+  // False when some of it could not be done.
+  bool drop_unless_stored(Area area, std::span<const std::string> keys);
 
   // Records a read; written with the next batch (at most a second later, or
   // once 256 are waiting, or before a listing).
   void record_read(Area area, std::string_view key, std::int64_t now_ms);
-  // Checks the least recently read keys of each area, at most every 10 s,
-  // and drops those whose values are gone. Failures are left for next time.
+  // At most every 2 s: checks the keys where values go without a remove
+  // (above) and drops those whose values are gone. Failures wait for the
+  // next turn.
   void trim_if_due();
 
-  // Store::list, list_top and describe from the sets. Each builds the index
-  // first when the namespace has none (a store written before it, or sets
-  // Redis dropped): a SCAN of the keyspace, once.
+  // Store::list, list_top and describe from the sets. A listing builds the
+  // index first when the namespace has no built mark (a store written before
+  // it, a mark Redis evicted, a put whose index write failed): a SCAN of the
+  // keyspace, one at a time per process and per namespace (the others answer
+  // kUnavailable meanwhile).
   Result<std::vector<ObjectInfo>> list(const ListOptions& options);
   Result<TopList> list_top(const TopListOptions& options);
   Result<std::vector<std::optional<ObjectInfo>>> describe(std::span<const ListCursor> entries);
 
 private:
-  enum class Set : std::uint8_t { kKey, kSize, kAccess };
+  // kStored (put time) only with a TTL: where trim_if_due finds what expired.
+  enum class Set : std::uint8_t { kKey, kSize, kAccess, kStored };
   std::string set_key(Area area, Set set) const;
   std::string built_key() const;
+  std::vector<Set> sets() const; // the sets kept
+  Result<bool> is_built();
 
   Result<void> prepare(); // flushes recorded reads, builds the index if missing
   Result<void> build();
@@ -82,7 +99,8 @@ private:
   // from the sets).
   struct Rows {
     std::vector<std::optional<ObjectInfo>> rows;
-    bool gone_dropped = true; // the gone keys are out of the sets now
+    std::size_t gone = 0;     // keys whose values are gone
+    bool gone_dropped = true; // ... and are out of the sets now
   };
   Result<Rows> rows(Area area, std::span<const std::string> keys);
   // Up to `limit` live rows of one area in the order of `set`, by rank.
@@ -95,6 +113,10 @@ private:
   RedisClient& client_;
   const std::string ns_;
   const std::string tag_; // "{<ns>}": every set of the namespace in one slot
+  const std::optional<std::chrono::seconds> ttl_;
+  std::mutex build_mu_;                    // one build per process
+  std::atomic<bool> index_failing_{false}; // logged once per spell
+  std::atomic<long> sweep_rank_{0};        // NOLINT(google-runtime-int): trim's walking window
 
   std::mutex reads_mu_;
   std::map<std::pair<Area, std::string>, std::int64_t> reads_; // newest read per entry

@@ -2,13 +2,14 @@
 
 #include <kcache/storage/redis_store.h>
 
+#include <algorithm>
 #include <map>
 
 namespace kcache::storage {
 
 RedisStore::RedisStore(RedisOptions options)
     : options_(std::move(options)), client_(RedisClient::create(options_)),
-      index_(std::make_unique<detail::RedisOrderIndex>(*client_, options_.ns)) {}
+      index_(std::make_unique<detail::RedisOrderIndex>(*client_, options_.ns, options_.ttl)) {}
 
 RedisStore::~RedisStore() = default;
 
@@ -107,23 +108,37 @@ Result<void> RedisStore::put(Area area, std::string_view key, std::string_view v
   // way. Standalone, one pipeline keeps that order; a cluster has two nodes
   // to reach, one after the other.
   auto indexing = index_->index_commands(area, key, size, unix_now_ms());
+  const std::size_t index_writes = indexing.size();
+  Result<std::vector<RedisReply>> indexed = std::vector<RedisReply>{};
   if (client_->is_cluster()) {
     auto r = run(k, std::move(set));
     if (!r) {
       return tl::unexpected(r.error());
     }
-    (void)client_->run_many(std::move(indexing)); // unindexed: served, not listed
+    indexed = client_->run_many(std::move(indexing));
   } else {
     indexing.insert(indexing.begin(), {k, std::move(set)});
-    auto replies = client_->run_many(std::move(indexing));
-    if (!replies) {
-      return tl::unexpected(replies.error());
+    indexed = client_->run_many(std::move(indexing));
+    if (!indexed) {
+      return tl::unexpected(indexed.error());
     }
-    if (replies->empty() || replies->front().is_error()) {
+    if (indexed->empty() || indexed->front().is_error()) {
       return tl::unexpected(StoreError{
           StoreError::Code::kIo,
-          "redis SET: " + (replies->empty() ? std::string("no reply") : replies->front().str)});
+          "redis SET: " + (indexed->empty() ? std::string("no reply") : indexed->front().str)});
     }
+    indexed->erase(indexed->begin());
+  }
+  // Stored either way; an entry left out of the index is indexed again by
+  // the next listing.
+  if (!indexed || indexed->size() != index_writes ||
+      std::any_of(indexed->begin(), indexed->end(),
+                  [](const RedisReply& r) { return r.is_error(); })) {
+    index_->index_failed(!indexed           ? indexed.error().message
+                         : indexed->empty() ? std::string("no reply")
+                                            : indexed->back().str);
+  } else {
+    index_->index_written();
   }
   index_->trim_if_due();
   return {};
@@ -145,7 +160,8 @@ Result<void> RedisStore::remove(Area area, std::string_view key) {
     return tl::unexpected(r.error());
   }
   // Left in the index, the key would only be dropped by the next listing.
-  (void)client_->run_many(index_->unindex_commands(area, key));
+  const std::string member(key);
+  (void)index_->drop_unless_stored(area, std::span(&member, 1));
   return {};
 }
 

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -195,6 +196,79 @@ TEST_F(RedisStoreTest, PutsTrimTheLeastRecentlyReadKeysWhoseValuesAreGone) {
   RedisStore other(options_for(server_));
   ASSERT_TRUE(other.put(Area::kCas, "fresh", "v").has_value());
   EXPECT_EQ(admin.run({"ZCARD", "test:idx:{test}:cas:key"}), "1");
+}
+
+TEST_F(RedisStoreTest, AKeyDroppedWhileItIsStoredAgainStaysListed) {
+  // A value gone behind the index, stored again while listings drop the
+  // gone key: whatever the interleaving, the stored entry stays listed.
+  RedisStore store(options_for(server_));
+  RedisStore lister(options_for(server_));
+  RedisAdmin admin(server_.port());
+  ASSERT_TRUE(store.put(Area::kAction, "x", "v").has_value());
+  std::atomic<bool> stop{false};
+  std::thread listing([&] {
+    while (!stop) {
+      (void)lister.list(ListOptions{});
+    }
+  });
+  for (int i = 0; i < 2000; ++i) {
+    admin.run({"DEL", "test:ac:x"});
+    ASSERT_TRUE(store.put(Area::kAction, "x", "v").has_value());
+  }
+  stop = true;
+  listing.join();
+  auto all = store.list(ListOptions{});
+  ASSERT_TRUE(all.has_value());
+  EXPECT_EQ(keys_of(*all), std::vector<std::string>{"x"});
+}
+
+TEST_F(RedisStoreTest, WhatATtlEndedLeavesTheIndexWithoutAListing) {
+  RedisOptions o = options_for(server_);
+  o.ttl = std::chrono::seconds(1);
+  {
+    RedisStore store(o);
+    for (int i = 0; i < 300; ++i) {
+      ASSERT_TRUE(store.put(Area::kCas, "t" + std::to_string(i), "v").has_value());
+      if (i % 3 == 0) {
+        (void)store.get(Area::kCas, "t" + std::to_string(i)); // read ones expire too
+      }
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  RedisStore other(o);
+  ASSERT_TRUE(other.put(Area::kCas, "fresh", "v").has_value()); // its first put trims
+  RedisAdmin admin(server_.port());
+  EXPECT_EQ(admin.run({"ZCARD", "test:idx:{test}:cas:key"}), "1");
+  EXPECT_EQ(admin.run({"ZCARD", "test:idx:{test}:cas:stored"}), "1");
+}
+
+TEST_F(RedisStoreTest, AnEntryTheIndexCouldNotTakeIsIndexedByTheNextListing) {
+  RedisStore store(options_for(server_));
+  ASSERT_TRUE(store.put(Area::kAction, "a", "v").has_value());
+  ASSERT_TRUE(store.list(ListOptions{}).has_value()); // built
+  RedisAdmin admin(server_.port());
+  admin.run({"SET", "test:idx:{test}:ac:size", "not a sorted set"}); // every ZADD there fails
+  ASSERT_TRUE(store.put(Area::kAction, "b", "v").has_value());       // stored all the same
+  EXPECT_EQ(store.get(Area::kAction, "b")->value(), "v");
+  EXPECT_EQ(admin.run({"EXISTS", "test:idx:{test}:built-v1"}), "0"); // the mark is gone
+  admin.run({"DEL", "test:idx:{test}:ac:size"});
+  auto all = store.list(ListOptions{});
+  ASSERT_TRUE(all.has_value()) << all.error().message;
+  EXPECT_EQ(keys_of(*all), (std::vector<std::string>{"a", "b"}));
+}
+
+TEST_F(RedisStoreTest, OneKcachedBuildsTheIndexTheOthersAreToldToWait) {
+  RedisAdmin admin(server_.port());
+  admin.run({"SET", "test:ac:old", "v"});
+  admin.run({"SET", "test:idx:{test}:built-v1:building", "1", "PX", "60000"}); // another's claim
+  RedisStore store(options_for(server_));
+  auto refused = store.list(ListOptions{});
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, StoreError::Code::kUnavailable);
+  admin.run({"DEL", "test:idx:{test}:built-v1:building"}); // it died, or finished
+  auto all = store.list(ListOptions{});
+  ASSERT_TRUE(all.has_value()) << all.error().message;
+  EXPECT_EQ(keys_of(*all), std::vector<std::string>{"old"});
 }
 
 TEST_F(RedisStoreTest, ReadsOrderLastAccessAndPeeksDoNot) {
