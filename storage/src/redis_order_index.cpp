@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <utility>
 
 namespace kcache::storage::detail {
 namespace {
@@ -15,6 +16,7 @@ constexpr auto kFlushEvery = std::chrono::seconds(1); // ... or the age of the b
 constexpr std::int64_t kTrimEveryMs = 2'000;
 constexpr long kTrimWindow = 128;              // NOLINT(google-runtime-int): Redis' rank type
 constexpr std::int64_t kBuildLockMs = 600'000; // a build's claim, should its kcached die
+constexpr std::size_t kRetryCommands = 30'000; // failed index writes kept (~10,000 entries)
 constexpr std::size_t kMaxRound = 1000;        // keys asked per round trip
 
 StoreError redis_error(std::string_view what, const RedisReply& reply) {
@@ -126,14 +128,48 @@ RedisOrderIndex::Routed RedisOrderIndex::index_commands(Area area, std::string_v
   return out;
 }
 
-void RedisOrderIndex::index_failed(std::string_view why) {
-  // The entry is served but would never be listed (nor seen by gc and
-  // verify): dropping the mark has the next listing index the namespace again.
-  (void)client_.run(built_key(), {"DEL", built_key()});
+void RedisOrderIndex::index_failed(Routed commands, std::string_view why) {
   if (!index_failing_.exchange(true)) {
-    spdlog::warn("redis: an entry of namespace '{}' was stored but not indexed ({}): the next "
-                 "listing indexes the namespace again",
+    spdlog::warn("redis: entries of namespace '{}' stored but not yet indexed ({}): retried "
+                 "every 2 s",
                  ns_, why);
+  }
+  const std::lock_guard lock(retry_mu_);
+  if (retry_.size() + commands.size() > kRetryCommands) {
+    retry_overflowed_ = true; // too many to keep: the whole namespace is indexed again instead
+    retry_.clear();
+    return;
+  }
+  std::move(commands.begin(), commands.end(), std::back_inserter(retry_));
+}
+
+void RedisOrderIndex::retry_failed_writes() {
+  Routed batch;
+  bool overflowed = false;
+  {
+    const std::lock_guard lock(retry_mu_);
+    batch.swap(retry_);
+    overflowed = std::exchange(retry_overflowed_, false);
+  }
+  if (overflowed) {
+    // Deleting the mark has the next listing SCAN the namespace, which
+    // indexes what the lost writes would have.
+    auto dropped = client_.run(built_key(), {"DEL", built_key()});
+    if (!dropped || dropped->is_error()) {
+      const std::lock_guard lock(retry_mu_);
+      retry_overflowed_ = true;
+    } else {
+      spdlog::warn("redis: more index writes of namespace '{}' failed than are kept: the next "
+                   "listing indexes the namespace again",
+                   ns_);
+    }
+  }
+  if (batch.empty()) {
+    return;
+  }
+  auto written = client_.run_many(batch);
+  if (!written || written->size() != batch.size() || !all_ok(*written)) {
+    index_failed(std::move(batch), written ? "refused" : written.error().message);
   }
 }
 
@@ -164,8 +200,7 @@ bool RedisOrderIndex::drop_unless_stored(Area area, std::span<const std::string>
   }
   auto stored = client_.run_many(std::move(look));
   if (!stored || stored->size() != 2 * keys.size()) {
-    index_failed("a dropped key could not be looked at again");
-    return false;
+    return false; // a put raced this drop and Redis failed here, both at once: left as it is
   }
   Routed back;
   const std::int64_t now = unix_now_ms();
@@ -179,9 +214,9 @@ bool RedisOrderIndex::drop_unless_stored(Area area, std::span<const std::string>
     }
   }
   if (!back.empty()) {
-    auto readded = client_.run_many(std::move(back));
+    auto readded = client_.run_many(back);
     if (!readded || !all_ok(*readded)) {
-      index_failed("a key stored again could not be indexed again");
+      index_failed(std::move(back), "a key stored again could not be indexed again");
       return false;
     }
   }
@@ -247,6 +282,7 @@ void RedisOrderIndex::trim_if_due() {
   if (now < due || !next_trim_ms_.compare_exchange_strong(due, now + kTrimEveryMs)) {
     return; // not yet, or another thread trims
   }
+  retry_failed_writes();
   // Where values go without a remove: LRU eviction takes the least recently
   // read (the access set's end), a TTL the oldest stored (the stored set's
   // start, with a TTL only), anything else anywhere: a window that walks the

@@ -57,10 +57,11 @@ public:
   // drop a removed one.
   Routed index_commands(Area area, std::string_view key, std::uint64_t size,
                         std::int64_t now_ms) const;
-  // What a put does when its index commands failed (the value is stored):
-  // drops the built mark, so the next listing indexes the namespace again,
-  // and logs once per failing spell. index_written() ends the spell.
-  void index_failed(std::string_view why);
+  // Index commands that failed (the value is stored): kept and sent again
+  // with the next trim, up to ~10,000 entries' worth; past that the built
+  // mark is deleted instead, so the next listing indexes the namespace
+  // again. Logged once per failing spell; index_written() ends the spell.
+  void index_failed(Routed commands, std::string_view why);
   void index_written();
   // Drops `keys` from the sets (a remove, or values found gone), then puts
   // back those whose value is stored after all (a put that raced the drop).
@@ -70,9 +71,9 @@ public:
   // Records a read; written with the next batch (at most a second later, or
   // once 256 are waiting, or before a listing).
   void record_read(Area area, std::string_view key, std::int64_t now_ms);
-  // At most every 2 s: checks the keys where values go without a remove
-  // (above) and drops those whose values are gone. Failures wait for the
-  // next turn.
+  // At most every 2 s: sends failed index writes again, checks the keys
+  // where values go without a remove (above) and drops those whose values
+  // are gone. Failures wait for the next turn.
   void trim_if_due();
 
   // Store::list, list_top and describe from the sets. A listing builds the
@@ -91,6 +92,7 @@ private:
   std::string built_key() const;
   std::vector<Set> sets() const; // the sets kept
   Result<bool> is_built();
+  void retry_failed_writes();
 
   Result<void> prepare(); // flushes recorded reads, builds the index if missing
   Result<void> build();
@@ -116,7 +118,10 @@ private:
   const std::optional<std::chrono::seconds> ttl_;
   std::mutex build_mu_;                    // one build per process
   std::atomic<bool> index_failing_{false}; // logged once per spell
-  std::atomic<long> sweep_rank_{0};        // NOLINT(google-runtime-int): trim's walking window
+  std::mutex retry_mu_;
+  Routed retry_; // index writes that failed, sent again by trim_if_due
+  bool retry_overflowed_ = false;
+  std::atomic<long> sweep_rank_{0}; // NOLINT(google-runtime-int): trim's walking window
 
   std::mutex reads_mu_;
   std::map<std::pair<Area, std::string>, std::int64_t> reads_; // newest read per entry

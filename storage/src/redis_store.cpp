@@ -129,14 +129,15 @@ Result<void> RedisStore::put(Area area, std::string_view key, std::string_view v
     }
     indexed->erase(indexed->begin());
   }
-  // Stored either way; an entry left out of the index is indexed again by
-  // the next listing.
-  if (!indexed || indexed->size() != index_writes ||
-      std::any_of(indexed->begin(), indexed->end(),
-                  [](const RedisReply& r) { return r.is_error(); })) {
-    index_->index_failed(!indexed           ? indexed.error().message
-                         : indexed->empty() ? std::string("no reply")
-                                            : indexed->back().str);
+  // Stored either way; an entry left out of the index is indexed by a retry.
+  const auto refused = indexed ? std::find_if(indexed->begin(), indexed->end(),
+                                              [](const RedisReply& r) { return r.is_error(); })
+                               : std::vector<RedisReply>::iterator{};
+  if (!indexed || indexed->size() != index_writes || refused != indexed->end()) {
+    index_->index_failed(index_->index_commands(area, key, size, unix_now_ms()),
+                         !indexed                    ? indexed.error().message
+                         : refused != indexed->end() ? refused->str
+                                                     : std::string("no reply"));
   } else {
     index_->index_written();
   }
