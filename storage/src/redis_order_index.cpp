@@ -70,6 +70,11 @@ std::size_t next_round(std::size_t wanted) {
   return wanted >= kMaxRound ? kMaxRound : wanted + 8;
 }
 
+// The next round's multiplier: larger while rounds come back mostly gone.
+std::size_t next_boost(std::size_t boost, std::size_t gone, std::size_t asked) {
+  return gone > asked / 2 ? std::min(boost * 4, kMaxRound) : 1;
+}
+
 bool all_ok(const std::vector<RedisReply>& replies) {
   return std::none_of(replies.begin(), replies.end(),
                       [](const RedisReply& r) { return r.is_error(); });
@@ -508,6 +513,29 @@ Result<RedisOrderIndex::Rows> RedisOrderIndex::rows(Area area, std::span<const s
   return out;
 }
 
+Result<RedisOrderIndex::Round> RedisOrderIndex::round_of(Area area, RedisCommand range) {
+  const std::string what = range.front();
+  auto page = client_.run(built_key(), std::move(range));
+  if (!page) {
+    return tl::unexpected(page.error());
+  }
+  if (page->type != RedisReply::Type::kArray) {
+    return tl::unexpected(redis_error(what, *page));
+  }
+  Round out;
+  for (const RedisReply& k : page->elements) {
+    out.keys.push_back(k.str);
+  }
+  auto described = rows(area, out.keys);
+  if (!described) {
+    return tl::unexpected(described.error());
+  }
+  out.rows = std::move(described->rows);
+  out.gone = described->gone;
+  out.gone_dropped = described->gone_dropped;
+  return out;
+}
+
 Result<std::vector<ObjectInfo>> RedisOrderIndex::first_rows(Area area, Set set, std::size_t limit) {
   std::vector<ObjectInfo> out;
   std::set<std::string> seen; // ranks shift under concurrent writers: no row twice
@@ -515,22 +543,12 @@ Result<std::vector<ObjectInfo>> RedisOrderIndex::first_rows(Area area, Set set, 
   std::size_t boost = 1;      // grows while rounds come back mostly gone
   while (out.size() < limit) {
     const std::size_t round = std::min(kMaxRound, next_round(limit - out.size()) * boost);
-    auto page = client_.run(built_key(), {"ZRANGE", set_key(area, set), std::to_string(rank),
-                                          std::to_string(rank + static_cast<long>(round) - 1)});
-    if (!page) {
-      return tl::unexpected(page.error());
-    }
-    if (page->type != RedisReply::Type::kArray) {
-      return tl::unexpected(redis_error("ZRANGE", *page));
-    }
-    std::vector<std::string> keys;
-    for (const RedisReply& k : page->elements) {
-      keys.push_back(k.str);
-    }
-    auto described = rows(area, keys);
+    auto described = round_of(area, {"ZRANGE", set_key(area, set), std::to_string(rank),
+                                     std::to_string(rank + static_cast<long>(round) - 1)});
     if (!described) {
       return tl::unexpected(described.error());
     }
+    const std::vector<std::string>& keys = described->keys;
     long live = 0; // NOLINT(google-runtime-int)
     for (auto& row : described->rows) {
       live += row ? 1 : 0;
@@ -544,7 +562,7 @@ Result<std::vector<ObjectInfo>> RedisOrderIndex::first_rows(Area area, Set set, 
     // When the keys found gone were dropped from the set, the next page
     // starts right after the live ones.
     rank += described->gone_dropped ? live : static_cast<long>(keys.size());
-    boost = described->gone > keys.size() / 2 ? std::min<std::size_t>(boost * 4, kMaxRound) : 1;
+    boost = next_boost(boost, described->gone, keys.size());
   }
   return out;
 }
@@ -556,22 +574,12 @@ Result<std::vector<ObjectInfo>> RedisOrderIndex::key_range(Area area, std::strin
   std::size_t boost = 1; // grows while rounds come back mostly gone
   while (out.size() < limit) {
     const std::size_t round = std::min(kMaxRound, next_round(limit - out.size()) * boost);
-    auto page = client_.run(built_key(), {"ZRANGEBYLEX", set_key(area, Set::kKey), start, stop,
-                                          "LIMIT", "0", std::to_string(round)});
-    if (!page) {
-      return tl::unexpected(page.error());
-    }
-    if (page->type != RedisReply::Type::kArray) {
-      return tl::unexpected(redis_error("ZRANGEBYLEX", *page));
-    }
-    std::vector<std::string> keys;
-    for (const RedisReply& k : page->elements) {
-      keys.push_back(k.str);
-    }
-    auto described = rows(area, keys);
+    auto described = round_of(area, {"ZRANGEBYLEX", set_key(area, Set::kKey), start, stop, "LIMIT",
+                                     "0", std::to_string(round)});
     if (!described) {
       return tl::unexpected(described.error());
     }
+    const std::vector<std::string>& keys = described->keys;
     for (auto& row : described->rows) {
       if (row && out.size() < limit) {
         out.push_back(std::move(*row));
@@ -581,7 +589,7 @@ Result<std::vector<ObjectInfo>> RedisOrderIndex::key_range(Area area, std::strin
       break;
     }
     start = "(" + keys.back();
-    boost = described->gone > keys.size() / 2 ? std::min<std::size_t>(boost * 4, kMaxRound) : 1;
+    boost = next_boost(boost, described->gone, keys.size());
   }
   return out;
 }

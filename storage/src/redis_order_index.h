@@ -105,6 +105,11 @@ private:
     bool gone_dropped = true; // ... and are out of the sets now
   };
   Result<Rows> rows(Area area, std::span<const std::string> keys);
+  // One round of a listing: the keys a range command answers, and their rows.
+  struct Round : Rows {
+    std::vector<std::string> keys;
+  };
+  Result<Round> round_of(Area area, RedisCommand range);
   // Up to `limit` live rows of one area in the order of `set`, by rank.
   Result<std::vector<ObjectInfo>> first_rows(Area area, Set set, std::size_t limit);
   // Live rows of one area in key order from `start` (a ZRANGEBYLEX bound)
