@@ -12,13 +12,19 @@
 // on the same cores, plain CPU / (plain CPU + that cost) bounds the ratio any
 // TLS stack reaches without offloading the cipher.
 //
+// --daemon-cpus N (with --tls): both kcacheds run N I/O threads on cores
+// [0, N) and the client threads on the other cores, so the clients' cipher
+// and copies do not take the daemons' CPU: the throughput of one kcached
+// whose trainers run on other hosts (loopback still charges part of the
+// kernel's TCP work to the sender's core).
+//
 // --pipeline N: each client writes N GETs before it reads their N answers
 // (hiredis's append for both Redis rows; for kcached's HTTP row a plain
 // HTTP/1.1 socket instead of libkcache, which does not pipeline). req/s
 // counts every GET; p50 and p99 are those of a whole batch of N.
 //
 //   build/release/bench/hit_bench [--seconds S] [--clients 1,16] [--sizes 1KiB,64KiB,1MiB]
-//                                 [--pipeline N] [--tls]
+//                                 [--pipeline N] [--tls [--daemon-cpus N]]
 
 #include "kcached_process.h"
 #include "raw_http.h"
@@ -31,6 +37,7 @@
 #include <hiredis/hiredis.h>
 #include <netinet/tcp.h>
 #include <openssl/evp.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -193,6 +200,20 @@ double aes_gcm_both_ends_us(std::size_t size) {
   return 2 * times[times.size() / 2];
 }
 
+// Binds the calling thread to cores [first, last); the processes and threads it
+// starts afterwards inherit that set.
+void bind_to_cores(unsigned first, unsigned last) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (unsigned cpu = first; cpu < last; ++cpu) {
+    CPU_SET(cpu, &set);
+  }
+  if (::sched_setaffinity(0, sizeof set, &set) != 0) {
+    std::perror("sched_setaffinity");
+    std::exit(1);
+  }
+}
+
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -309,11 +330,21 @@ std::unique_ptr<kcache::client::Client> make_client(const std::string& url,
 }
 
 // kcached plain vs kcached over TLS, same payloads, same run.
+// `daemon_cpus` > 0: the kcacheds on cores [0, daemon_cpus), the clients on the rest.
 int tls_mode(double seconds, const std::vector<int>& client_counts,
-             const std::vector<std::size_t>& sizes) {
+             const std::vector<std::size_t>& sizes, unsigned daemon_cpus) {
   kcache::testing::TempDir certs;
   const kcache::testing::TlsFiles files = kcache::testing::make_tls_files(certs.path(), "bench");
-  const std::string threads = std::to_string(std::thread::hardware_concurrency());
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (daemon_cpus >= cores) {
+    std::fprintf(stderr, "--daemon-cpus %u leaves no core for the clients (%u cores here)\n",
+                 daemon_cpus, cores);
+    return 2;
+  }
+  if (daemon_cpus > 0) {
+    bind_to_cores(0, daemon_cpus);
+  }
+  const std::string threads = std::to_string(daemon_cpus > 0 ? daemon_cpus : cores);
   // No compile workers: the hit path needs none, and their start-up would
   // share the cores being measured.
   kcache::testing::KcachedProcess plain(
@@ -323,7 +354,12 @@ int tls_mode(double seconds, const std::vector<int>& client_counts,
                                        files.server_key});
   const std::string tls_url = "https://127.0.0.1:" + std::to_string(tls.port());
   std::printf("kcached plain on port %d, kcached TLS on port %d (%u cores here)\n", plain.port(),
-              tls.port(), std::thread::hardware_concurrency());
+              tls.port(), cores);
+  if (daemon_cpus > 0) {
+    bind_to_cores(daemon_cpus, cores);
+    std::printf("kcacheds on cores 0-%u (%u I/O threads each), clients on cores %u-%u\n",
+                daemon_cpus - 1, daemon_cpus, daemon_cpus, cores - 1);
+  }
   auto plain_loader = make_client(plain.url());
   auto tls_loader = make_client(tls_url, files.ca);
   print_header("plain", "tls");
@@ -376,15 +412,16 @@ int tls_mode(double seconds, const std::vector<int>& client_counts,
                   server_tls > 0 ? server_plain / server_tls : 0.0);
     }
   }
-  std::printf("\nreq/s x = kcached over TLS req/s / kcached plain req/s (higher is better);\n"
-              "p99 x = TLS p99 / plain p99 (lower is better). Clients and servers share this "
-              "host; the\nhandshake is not measured (keep-alive connections, as trainers use).\n"
-              "cpu us/req = (the clients' + the server's CPU time) / requests. With the cores "
-              "saturated,\nthroughput follows it, so plain / (plain + AES-GCM on both ends) "
-              "bounds tls/plain\nfor any TLS stack that does the cipher in software (kTLS "
-              "included).\nserver capacity = the server's plain CPU per request / its TLS CPU "
-              "per request:\nthe TLS/plain throughput of one kcached whose clients are on other "
-              "hosts.\n");
+  std::printf(
+      "\nreq/s x = kcached over TLS req/s / kcached plain req/s (higher is better);\n"
+      "p99 x = TLS p99 / plain p99 (lower is better). Clients and servers share this "
+      "host; the\nhandshake is not measured (keep-alive connections, as trainers use).\n"
+      "cpu us/req = (the clients' + the server's CPU time) / requests. With the cores "
+      "shared and saturated,\nthroughput follows it, so plain / (plain + AES-GCM on both ends) "
+      "bounds tls/plain\nfor any TLS stack that does the cipher in software (kTLS "
+      "included).\nserver capacity = the server's plain CPU per request / its TLS CPU "
+      "per request:\nthe TLS/plain throughput of one kcached whose clients are on other "
+      "hosts.\n");
   return 0;
 }
 
@@ -396,6 +433,7 @@ int main(int argc, char** argv) {
   std::vector<std::size_t> sizes = {1 << 10, 64 << 10, 1 << 20};
   int pipeline = 1;
   bool tls = false;
+  unsigned daemon_cpus = 0;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--tls") {
@@ -413,6 +451,8 @@ int main(int argc, char** argv) {
       for (const auto& c : split(argv[i + 1])) {
         client_counts.push_back(std::atoi(c.c_str()));
       }
+    } else if (flag == "--daemon-cpus") {
+      daemon_cpus = static_cast<unsigned>(std::max(0, std::atoi(argv[i + 1])));
     } else if (flag == "--pipeline") {
       pipeline = std::max(1, std::atoi(argv[i + 1]));
     } else if (flag == "--sizes") {
@@ -424,7 +464,7 @@ int main(int argc, char** argv) {
   }
 
   if (tls) {
-    return tls_mode(seconds, client_counts, sizes);
+    return tls_mode(seconds, client_counts, sizes, daemon_cpus);
   }
 
   kcache::testing::RedisServer redis;
