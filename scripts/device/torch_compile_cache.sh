@@ -50,6 +50,15 @@ case "${1:-}" in
       python3 -m pip install -q --no-index --no-deps --target "$work/site" "$pack"/whl/*.whl
     fi
     export PYTHONPATH="$work/site:$PWD/client/python${PYTHONPATH:+:$PYTHONPATH}"
+    # The GPU machine sets PYTHONDONTWRITEBYTECODE=1 and its torch ships no
+    # .pyc files, so every process compiled ~700 torch modules from source
+    # (1.6-2.6 s of the first step, in every phase alike, and its largest
+    # swing). Installed images carry their .pyc files: here one bytecode
+    # cache serves every phase, written by the first.
+    unset PYTHONDONTWRITEBYTECODE
+    export PYTHONPYCACHEPREFIX="$work/pycache"
+    python3 -c 'import os, sys, torch
+print("bytecode: dont_write_bytecode", sys.flags.dont_write_bytecode, "pycache prefix", sys.pycache_prefix)'
     export KCACHE_URL="http://127.0.0.1:$(cat "$work/port")" KCACHE_NAMESPACE=bench
     export KCACHE_LIBRARY="$PWD/$pack/lib/libkcache.so"
     export TORCHINDUCTOR_REDIS_HOST=127.0.0.1 TORCHINDUCTOR_REDIS_PORT=6379
