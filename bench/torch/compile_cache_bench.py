@@ -36,6 +36,7 @@ sum of its runs, which ran one after another).
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import shutil
@@ -46,6 +47,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+SCRIPT_AT = time.time()  # in a phase's process: its Python is up (the parent spawned it before)
 
 REMOTE_SWITCHES = {
     "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE": "1",
@@ -62,6 +64,8 @@ REMOTE_SWITCHES = {
 
 
 def run_phase(model_name: str, remote: str) -> dict:
+    # Registered first, so it runs after every exit handler torch and kcache add.
+    atexit.register(lambda: print(f"bench-exit: {time.time()}", file=sys.stderr, flush=True))
     started = time.monotonic()
     import torch
     from torch._dynamo.utils import counters
@@ -138,6 +142,8 @@ def run_phase(model_name: str, remote: str) -> dict:
         import kcache.torch
 
         result["kcache"] = kcache.torch.stats()
+    result["script_at"] = SCRIPT_AT
+    result["result_at"] = time.time()
     return result
 
 
@@ -171,13 +177,25 @@ def finish(proc: subprocess.Popen, label: str) -> dict:
     if proc.returncode != 0:
         sys.stderr.write(err[-6000:])
         raise SystemExit(f"{label}: exit {proc.returncode}")
-    return json.loads(out.strip().splitlines()[-1])
+    result = json.loads(out.strip().splitlines()[-1])
+    marks = [line for line in err.splitlines() if line.startswith("bench-exit: ")]
+    if marks:
+        result["handlers_done_at"] = float(marks[-1].split()[1])
+    return result
 
 
 def phase(model: str, remote: str, dirs: Path, label: str, extra: dict | None = None) -> dict:
-    t = time.monotonic()
+    t, spawned_at = time.monotonic(), time.time()
     result = finish(spawn_phase(model, remote, dirs, extra=extra), label)
     result["process_s"] = time.monotonic() - t
+    # Where the rest of the process goes: Python's start, then (after the
+    # first step, the ten timed steps and the result) the exit handlers that
+    # torch and the remote cache registered, then the interpreter's teardown.
+    ended_at = time.time()
+    result["start_s"] = result["script_at"] - spawned_at
+    done = result.get("handlers_done_at", ended_at)
+    result["exit_handlers_s"] = done - result["result_at"]
+    result["teardown_s"] = ended_at - done
     result["phase"] = label
     result["env"] = extra or {}
     hits = result["inductor"].get("fxgraph_cache_hit", 0)
@@ -187,7 +205,8 @@ def phase(model: str, remote: str, dirs: Path, label: str, extra: dict | None = 
     trip_ms = sum(v for k, v in ks.items() if k.startswith("request_ms."))
     print(
         f"  {label:<28} ready {result['ready_s']:7.2f} s  process {result['process_s']:6.2f} s  "
-        f"setup {result['setup_s']:5.2f} s  "
+        f"setup {result['setup_s']:5.2f} s  start {result['start_s']:4.2f} s  "
+        f"exit handlers {result['exit_handlers_s']:4.2f} s  teardown {result['teardown_s']:4.2f} s  "
         f"FX hits/misses {hits}/{misses}  round trips {trips} {trip_ms:.0f} ms  "
         f"prefetch hits {ks.get('prefetch_hits', 0)}  bundle hits {ks.get('bundle_hits', 0)}  "
         f"frames traced {result.get('frames', '?')}  "
