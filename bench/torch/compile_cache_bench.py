@@ -184,7 +184,33 @@ def finish(proc: subprocess.Popen, label: str) -> dict:
     return result
 
 
+def busy_cores() -> tuple[float, float]:
+    """(busy, total) jiffies of all cores, from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [float(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def wait_for_quiet(busy_below: float = 0.05, longest_s: float = 30.0) -> float:
+    """Waits until the host's cores were under busy_below busy for half a
+    second (what the previous phase left running: its compile workers, its
+    teardown, kcached's or redis-server's work on its writes), at most
+    longest_s; returns the seconds waited. Phases alternate in a fixed
+    order, so whatever one leaves running would always slow the same next
+    one."""
+    start = time.monotonic()
+    while time.monotonic() - start < longest_s:
+        b0, t0 = busy_cores()
+        time.sleep(0.5)
+        b1, t1 = busy_cores()
+        if t1 > t0 and (b1 - b0) / (t1 - t0) < busy_below:
+            break
+    return time.monotonic() - start
+
+
 def phase(model: str, remote: str, dirs: Path, label: str, extra: dict | None = None) -> dict:
+    quiet_s = wait_for_quiet()
     t, spawned_at = time.monotonic(), time.time()
     result = finish(spawn_phase(model, remote, dirs, extra=extra), label)
     result["process_s"] = time.monotonic() - t
@@ -196,6 +222,7 @@ def phase(model: str, remote: str, dirs: Path, label: str, extra: dict | None = 
     done = result.get("handlers_done_at", ended_at)
     result["exit_handlers_s"] = done - result["result_at"]
     result["teardown_s"] = ended_at - done
+    result["quiet_wait_s"] = quiet_s
     result["phase"] = label
     result["env"] = extra or {}
     hits = result["inductor"].get("fxgraph_cache_hit", 0)
@@ -205,7 +232,7 @@ def phase(model: str, remote: str, dirs: Path, label: str, extra: dict | None = 
     trip_ms = sum(v for k, v in ks.items() if k.startswith("request_ms."))
     print(
         f"  {label:<28} ready {result['ready_s']:7.2f} s  process {result['process_s']:6.2f} s  "
-        f"setup {result['setup_s']:5.2f} s  start {result['start_s']:4.2f} s  "
+        f"setup {result['setup_s']:5.2f} s  (after {quiet_s:4.1f} s to quiet)  start {result['start_s']:4.2f} s  "
         f"exit handlers {result['exit_handlers_s']:4.2f} s  teardown {result['teardown_s']:4.2f} s  "
         f"FX hits/misses {hits}/{misses}  round trips {trips} {trip_ms:.0f} ms  "
         f"prefetch hits {ks.get('prefetch_hits', 0)}  bundle hits {ks.get('bundle_hits', 0)}  "
