@@ -12,8 +12,8 @@
 // on the same cores, plain CPU / (plain CPU + that cost) bounds the ratio any
 // TLS stack reaches without offloading the cipher.
 //
-// --daemon-cpus N (with --tls): both kcacheds run N I/O threads on cores
-// [0, N) and the client threads on the other cores, so the clients' cipher
+// --daemon-cpus N (with --tls): both kcacheds run N I/O threads on the first
+// N CPUs this process may use and the clients on the others, so the clients' cipher
 // and copies do not take the daemons' CPU: the throughput of one kcached
 // whose trainers run on other hosts (loopback still charges part of the
 // kernel's TCP work to the sender's core).
@@ -45,6 +45,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -200,18 +201,41 @@ double aes_gcm_both_ends_us(std::size_t size) {
   return 2 * times[times.size() / 2];
 }
 
-// Binds the calling thread to cores [first, last); the processes and threads it
-// starts afterwards inherit that set.
-void bind_to_cores(unsigned first, unsigned last) {
+// The CPUs this process may run on (a cpuset or taskset may have narrowed them).
+std::vector<int> allowed_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  for (unsigned cpu = first; cpu < last; ++cpu) {
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &set)) {
+        cpus.push_back(cpu);
+      }
+    }
+  }
+  return cpus;
+}
+
+// Binds the calling thread to `cpus`; the processes and threads it starts
+// afterwards inherit that set.
+void bind_to(const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int cpu : cpus) {
     CPU_SET(cpu, &set);
   }
   if (::sched_setaffinity(0, sizeof set, &set) != 0) {
     std::perror("sched_setaffinity");
     std::exit(1);
   }
+}
+
+std::string cpu_list(const std::vector<int>& cpus) {
+  std::string out;
+  for (int cpu : cpus) {
+    out += (out.empty() ? "" : ",") + std::to_string(cpu);
+  }
+  return out;
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -330,19 +354,23 @@ std::unique_ptr<kcache::client::Client> make_client(const std::string& url,
 }
 
 // kcached plain vs kcached over TLS, same payloads, same run.
-// `daemon_cpus` > 0: the kcacheds on cores [0, daemon_cpus), the clients on the rest.
+// `daemon_cpus` > 0: the kcacheds on the first daemon_cpus of the allowed
+// CPUs, the clients on the rest.
 int tls_mode(double seconds, const std::vector<int>& client_counts,
              const std::vector<std::size_t>& sizes, unsigned daemon_cpus) {
   kcache::testing::TempDir certs;
   const kcache::testing::TlsFiles files = kcache::testing::make_tls_files(certs.path(), "bench");
-  const unsigned cores = std::thread::hardware_concurrency();
-  if (daemon_cpus >= cores) {
-    std::fprintf(stderr, "--daemon-cpus %u leaves no core for the clients (%u cores here)\n",
-                 daemon_cpus, cores);
+  const std::vector<int> cpus = allowed_cpus();
+  const auto cores = static_cast<unsigned>(std::max<std::size_t>(cpus.size(), 1));
+  if (daemon_cpus > 0 && daemon_cpus >= cpus.size()) {
+    std::fprintf(stderr, "--daemon-cpus %u leaves no CPU for the clients (%zu allowed here)\n",
+                 daemon_cpus, cpus.size());
     return 2;
   }
+  const std::vector<int> daemon_set(cpus.begin(), cpus.begin() + daemon_cpus);
+  const std::vector<int> client_set(cpus.begin() + daemon_cpus, cpus.end());
   if (daemon_cpus > 0) {
-    bind_to_cores(0, daemon_cpus);
+    bind_to(daemon_set);
   }
   const std::string threads = std::to_string(daemon_cpus > 0 ? daemon_cpus : cores);
   // No compile workers: the hit path needs none, and their start-up would
@@ -356,9 +384,9 @@ int tls_mode(double seconds, const std::vector<int>& client_counts,
   std::printf("kcached plain on port %d, kcached TLS on port %d (%u cores here)\n", plain.port(),
               tls.port(), cores);
   if (daemon_cpus > 0) {
-    bind_to_cores(daemon_cpus, cores);
-    std::printf("kcacheds on cores 0-%u (%u I/O threads each), clients on cores %u-%u\n",
-                daemon_cpus - 1, daemon_cpus, daemon_cpus, cores - 1);
+    bind_to(client_set);
+    std::printf("kcacheds on CPUs %s (%u I/O threads each), clients on CPUs %s\n",
+                cpu_list(daemon_set).c_str(), daemon_cpus, cpu_list(client_set).c_str());
   }
   auto plain_loader = make_client(plain.url());
   auto tls_loader = make_client(tls_url, files.ca);
@@ -452,7 +480,13 @@ int main(int argc, char** argv) {
         client_counts.push_back(std::atoi(c.c_str()));
       }
     } else if (flag == "--daemon-cpus") {
-      daemon_cpus = static_cast<unsigned>(std::max(0, std::atoi(argv[i + 1])));
+      char* end = nullptr;
+      const long n = std::strtol(argv[i + 1], &end, 10);
+      if (end == argv[i + 1] || *end != '\0' || n < 1 || n > CPU_SETSIZE) {
+        std::fprintf(stderr, "--daemon-cpus wants a count of CPUs, not '%s'\n", argv[i + 1]);
+        return 2;
+      }
+      daemon_cpus = static_cast<unsigned>(n);
     } else if (flag == "--pipeline") {
       pipeline = std::max(1, std::atoi(argv[i + 1]));
     } else if (flag == "--sizes") {
@@ -465,6 +499,10 @@ int main(int argc, char** argv) {
 
   if (tls) {
     return tls_mode(seconds, client_counts, sizes, daemon_cpus);
+  }
+  if (daemon_cpus > 0) {
+    std::fprintf(stderr, "--daemon-cpus goes with --tls\n");
+    return 2;
   }
 
   kcache::testing::RedisServer redis;

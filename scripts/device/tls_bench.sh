@@ -44,6 +44,7 @@ case "${1:-}" in
       shift
     done
     [ $# -gt 0 ] && shift # the "--"
+    [ ${#names[@]} -gt 0 ] || { echo "run: name at least one packed build" >&2; exit 2; }
     export LD_LIBRARY_PATH=$PWD/$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} PATH=$PWD/$dir/lib:$PATH
     echo "$(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo)"
     echo "cpu flags: $(grep -m1 -o -w -E 'aes|avx2|avx512f|vaes|vpclmulqdq|sha_ni' /proc/cpuinfo | sort -u | tr '\n' ' ')"
