@@ -178,18 +178,20 @@ def finish(proc: subprocess.Popen, label: str) -> dict:
         sys.stderr.write(err[-6000:])
         raise SystemExit(f"{label}: exit {proc.returncode}")
     result = json.loads(out.strip().splitlines()[-1])
-    marks = [line for line in err.splitlines() if line.startswith("bench-exit: ")]
+    marks = [line[line.index("bench-exit: ") :] for line in err.splitlines() if "bench-exit: " in line]
     if marks:
         result["handlers_done_at"] = float(marks[-1].split()[1])
     return result
 
 
 def busy_cores() -> tuple[float, float]:
-    """(busy, total) jiffies of all cores, from /proc/stat."""
+    """(busy, total) jiffies of all cores, from /proc/stat's first line: user
+    nice system idle iowait irq softirq steal (guest time is inside user and
+    nice already; steal is the hypervisor's, not this host's work)."""
     with open("/proc/stat") as f:
-        fields = [float(x) for x in f.readline().split()[1:]]
-    idle = fields[3] + fields[4]  # idle + iowait
-    return sum(fields) - idle, sum(fields)
+        user, nice, system, idle, iowait, irq, softirq, steal = (float(x) for x in f.readline().split()[1:9])
+    busy = user + nice + system + irq + softirq
+    return busy, busy + idle + iowait + steal
 
 
 def wait_for_quiet(busy_below: float = 0.05, longest_s: float = 30.0) -> float:
@@ -216,7 +218,8 @@ def phase(model: str, remote: str, dirs: Path, label: str, extra: dict | None = 
     result["process_s"] = time.monotonic() - t
     # Where the rest of the process goes: Python's start, then (after the
     # first step, the ten timed steps and the result) the exit handlers that
-    # torch and the remote cache registered, then the interpreter's teardown.
+    # torch and the remote cache registered, then the interpreter's teardown
+    # (until the child's pipes close: any process still holding them counts).
     ended_at = time.time()
     result["start_s"] = result["script_at"] - spawned_at
     done = result.get("handlers_done_at", ended_at)
