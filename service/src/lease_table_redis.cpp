@@ -192,10 +192,27 @@ void RedisLeaseTable::wait_for_put(const std::string& key, Clock::time_point dea
 void RedisLeaseTable::notify_put(const std::string& key) {
   local_.notify_put(key);
   wake(key);
-  const std::string lease = lease_key(key);
-  if (auto ended = redis_.eval(kEndOnPut, {lease}, {redis_.key("events"), "put ac " + key});
-      !ended) {
-    note_outage("end on put", ended.error());
+  // Ending the Redis lease waits out a timeout when Redis stalls, which this
+  // put's answer must not (after the tier's own, a trainer's 2 s ran out):
+  // the housekeeper sends it. Past kMaxPendingEnds the lease ends by its TTL
+  // and the other nodes' waiters, who poll, see that.
+  constexpr std::size_t kMaxPendingEnds = 4096;
+  std::lock_guard lock(mu_);
+  if (ends_.size() < kMaxPendingEnds) {
+    ends_.push_back(key);
+  }
+  ++generation_;
+  cv_.notify_all();
+}
+
+void RedisLeaseTable::end_leases(const std::vector<std::string>& keys) {
+  for (const std::string& key : keys) {
+    if (auto ended =
+            redis_.eval(kEndOnPut, {lease_key(key)}, {redis_.key("events"), "put ac " + key});
+        !ended) {
+      note_outage("end on put", ended.error());
+      return; // the rest would wait too: their leases end by their TTL
+    }
   }
 }
 
@@ -255,10 +272,13 @@ void RedisLeaseTable::housekeeping_loop(const std::stop_token& stop) {
                             expired.push_back(std::move(done));
                           });
     const std::vector<std::string> keys(waited_keys_.begin(), waited_keys_.end());
+    std::vector<std::string> ends;
+    ends.swap(ends_);
     lock.unlock();
     for (auto& done : expired) {
       done();
     }
+    end_leases(ends);
     // The events may have been missed (a reconnect, Redis Cluster pub/sub on
     // another node): a lease that is gone, or a Redis that cannot say, wakes
     // its waiters, whose get then hits or misses.

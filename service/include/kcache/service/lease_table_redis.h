@@ -25,7 +25,9 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace kcache::service {
 
@@ -65,6 +67,7 @@ private:
   void wake(const std::string& key);
   void on_event(std::string_view message);
   void housekeeping_loop(const std::stop_token& stop);
+  void end_leases(const std::vector<std::string>& keys);
   void note_outage(std::string_view what, const storage::StoreError& error);
 
   storage::RedisClient& redis_;
@@ -77,6 +80,9 @@ private:
   std::uint64_t generation_ = 0;
   DeadlineWaiters<std::function<void()>> waiters_; // waits on Redis leases
   std::set<std::string> waited_keys_;
+  // Puts whose Redis lease the housekeeper ends (and announces to the other
+  // nodes): not inline, where a stalled Redis would hold the put's answer.
+  std::vector<std::string> ends_;
 
   std::jthread housekeeper_;                           // joins before the waiters go
   std::unique_ptr<storage::RedisSubscription> events_; // first to go: no callback after
