@@ -215,14 +215,21 @@ def finish(proc: subprocess.Popen, label: str) -> dict:
     return result
 
 
+PROC_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def all_cores_jiffies() -> dict[str, int]:
+    """/proc/stat's first line, all cores together (guest time is inside user
+    and nice already; steal is the hypervisor's, not this host's work)."""
+    values = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    return {name: int(v) for name, v in zip(PROC_STAT_FIELDS, values)}
+
+
 def busy_cores() -> tuple[float, float]:
-    """(busy, total) jiffies of all cores, from /proc/stat's first line: user
-    nice system idle iowait irq softirq steal (guest time is inside user and
-    nice already; steal is the hypervisor's, not this host's work)."""
-    with open("/proc/stat") as f:
-        user, nice, system, idle, iowait, irq, softirq, steal = (float(x) for x in f.readline().split()[1:9])
-    busy = user + nice + system + irq + softirq
-    return busy, busy + idle + iowait + steal
+    """(busy, total) jiffies of all cores."""
+    j = all_cores_jiffies()
+    busy = j["user"] + j["nice"] + j["system"] + j["irq"] + j["softirq"]
+    return busy, busy + j["idle"] + j["iowait"] + j["steal"]
 
 
 def wait_for_quiet(busy_below: float = 0.05, longest_s: float = 30.0) -> float:
@@ -411,9 +418,8 @@ def print_models_table(rows: list[dict]) -> None:
 
 def cpu_seconds() -> float:
     """CPU time the whole machine has spent (user + system), from /proc/stat."""
-    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    user, nice, system = (int(v) for v in fields[:3])
-    return (user + nice + system) / os.sysconf("SC_CLK_TCK")
+    j = all_cores_jiffies()
+    return (j["user"] + j["nice"] + j["system"]) / os.sysconf("SC_CLK_TCK")
 
 
 def bench_ranks(n: int, root: Path, redis: bool = True, namespace: str | None = None) -> list[dict]:

@@ -262,7 +262,10 @@ void RedisLeaseTable::housekeeping_loop(const std::stop_token& stop) {
     const auto next =
         waited_keys_.empty() ? now + std::chrono::seconds(1) : now + options_.poll_interval;
     const std::uint64_t generation = generation_;
-    cv_.wait_until(lock, stop, waiters_.earliest(next), [&] { return generation_ != generation; });
+    // Ends queued while this thread was out of the lock count too: their
+    // notify came before `generation` was read.
+    cv_.wait_until(lock, stop, waiters_.earliest(next),
+                   [&] { return generation_ != generation || !ends_.empty(); });
     if (stop.stop_requested()) {
       break;
     }
@@ -291,6 +294,12 @@ void RedisLeaseTable::housekeeping_loop(const std::stop_token& stop) {
     // Keys whose waiters all expired stop being polled.
     std::erase_if(waited_keys_, [&](const std::string& key) { return !waiters_.has(key); });
   }
+  // Stopping: the leases of the last puts still end now, not at their TTL
+  // (end_leases gives up at the first failure: one timeout at most).
+  std::vector<std::string> ends;
+  ends.swap(ends_);
+  lock.unlock();
+  end_leases(ends);
 }
 
 } // namespace kcache::service

@@ -522,18 +522,15 @@ Result<RedisOrderIndex::Round> RedisOrderIndex::round_of(Area area, RedisCommand
   if (page->type != RedisReply::Type::kArray) {
     return tl::unexpected(redis_error(what, *page));
   }
-  Round out;
+  std::vector<std::string> keys;
   for (const RedisReply& k : page->elements) {
-    out.keys.push_back(k.str);
+    keys.push_back(k.str);
   }
-  auto described = rows(area, out.keys);
+  auto described = rows(area, keys);
   if (!described) {
     return tl::unexpected(described.error());
   }
-  out.rows = std::move(described->rows);
-  out.gone = described->gone;
-  out.gone_dropped = described->gone_dropped;
-  return out;
+  return Round{std::move(*described), std::move(keys)};
 }
 
 Result<std::vector<ObjectInfo>> RedisOrderIndex::first_rows(Area area, Set set, std::size_t limit) {
