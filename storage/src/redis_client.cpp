@@ -1,4 +1,4 @@
-// RedisClient: one pool per Redis node, one circuit breaker, and (Redis
+// RedisClient: one pool and one circuit breaker per Redis node, and (Redis
 // Cluster) routing by hash slot with MOVED / ASK followed per command.
 #include "redis_connection.h"
 
@@ -8,6 +8,7 @@
 #include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <charconv>
@@ -83,17 +84,25 @@ std::string sha1_hex(std::string_view text) {
   return out;
 }
 
+// A breaker per node, not per client: in a cluster with one master stalled
+// the others keep answering, so a shared breaker's failure count was reset by
+// every success and never opened, and each command for the stalled master's
+// slots waited out the op timeout on the caller's thread (kcached's I/O
+// threads). Per node, that master's commands fail fast after
+// `failure_threshold` timeouts while the rest of the keyspace is served.
 struct Node {
-  explicit Node(Endpoint e, std::size_t max_idle) : endpoint(std::move(e)), pool(max_idle) {}
+  Node(Endpoint e, std::size_t max_idle, protocol::CircuitBreakerOptions breaker_options)
+      : endpoint(std::move(e)), pool(max_idle), breaker(breaker_options) {}
   const Endpoint endpoint;
   protocol::ConnectionPool<Connection> pool;
+  protocol::CircuitBreaker breaker;
 };
 
 class Client final : public RedisClient {
 public:
   explicit Client(RedisOptions options)
-      : options_(std::move(options)), breaker_(options_.breaker),
-        primary_(Endpoint{options_.host, options_.port}.name()), cluster_(options_.cluster) {}
+      : options_(std::move(options)), primary_(Endpoint{options_.host, options_.port}.name()),
+        cluster_(options_.cluster) {}
 
   Result<RedisReply> run(std::string_view routing_key, RedisCommand command) override {
     std::vector<RedisCommand> commands;
@@ -145,7 +154,23 @@ public:
     return out;
   }
 
-  protocol::CircuitBreaker::State breaker_state() const override { return breaker_.state(); }
+  // Closed while every node can be asked, open when none can, half-open in
+  // between (some node's circuit open or probing).
+  protocol::CircuitBreaker::State breaker_state() const override {
+    using State = protocol::CircuitBreaker::State;
+    const std::lock_guard lock(mu_);
+    std::size_t open = 0;
+    std::size_t closed = 0;
+    for (const auto& [name, node] : nodes_) {
+      const State state = node->breaker.state();
+      open += state == State::kOpen ? 1 : 0;
+      closed += state == State::kClosed ? 1 : 0;
+    }
+    if (closed == nodes_.size()) {
+      return State::kClosed;
+    }
+    return open == nodes_.size() ? State::kOpen : State::kHalfOpen;
+  }
 
   Result<void> publish(std::string_view channel, std::string_view message) override {
     auto reply = run(channel, {"PUBLISH", std::string(channel), std::string(message)});
@@ -177,7 +202,7 @@ public:
     if (!cluster_) {
       return std::vector<std::string>{primary_};
     }
-    if (breaker_.state() == protocol::CircuitBreaker::State::kOpen) {
+    if (breaker_state() == protocol::CircuitBreaker::State::kOpen) {
       return tl::unexpected(
           StoreError{StoreError::Code::kUnavailable, "redis: circuit open", /*rejected=*/true});
     }
@@ -206,35 +231,17 @@ public:
   }
 
 private:
-  // The breaker around one call: could-not-ask (down, timeout, AUTH refused)
-  // is a failure; any reply from Redis, an error reply included, a success.
+  // One call: each node's breaker is consulted and fed in exchange().
   Result<std::vector<RedisReply>> guarded(const std::vector<RedisCommand>& commands,
                                           std::vector<std::string> targets,
                                           std::optional<std::chrono::milliseconds> block) {
-    if (!breaker_.allow()) {
-      return tl::unexpected(
-          StoreError{StoreError::Code::kUnavailable, "redis: circuit open", /*rejected=*/true});
-    }
     auto replies = execute(commands, std::move(targets), block);
     if (!replies) {
-      breaker_.record_failure();
-      if (cluster_) {
+      if (cluster_ && !replies.error().rejected) {
         stale_ = true; // a dead master: its replica may have taken its slots
       }
       return replies;
     }
-    for (std::size_t i = 0; i < replies->size(); ++i) {
-      const RedisReply& reply = (*replies)[i];
-      // A server that wants a password we did not send fails every request
-      // alike: an outage, not one bad reply.
-      if (reply.is_error() && reply.str.starts_with("NOAUTH")) {
-        note_auth(true, reply.str);
-        breaker_.record_failure();
-        return tl::unexpected(StoreError{StoreError::Code::kUnavailable,
-                                         "redis " + commands[i][0] + ": " + reply.str});
-      }
-    }
-    breaker_.record_success();
     if (auth_failing_.load(std::memory_order_relaxed)) {
       note_auth(false, "");
     }
@@ -303,7 +310,9 @@ private:
     return replies;
   }
 
-  // One pipeline on one node's pooled connection (dialled when none is idle).
+  // One pipeline to one node, behind that node's breaker: could-not-ask
+  // (down, timeout, AUTH refused) is a failure; any reply from Redis, an
+  // error reply included, a success.
   Result<std::vector<RedisReply>> exchange(const std::string& name,
                                            const std::vector<const RedisCommand*>& batch,
                                            std::optional<std::chrono::milliseconds> block) {
@@ -312,9 +321,37 @@ private:
       return tl::unexpected(
           StoreError{StoreError::Code::kUnavailable, "redis: bad node address " + name});
     }
-    std::unique_ptr<Connection> conn = node->pool.take();
+    if (!node->breaker.allow()) {
+      return tl::unexpected(StoreError{StoreError::Code::kUnavailable,
+                                       "redis " + name + ": circuit open", /*rejected=*/true});
+    }
+    auto replies = exchange_on(*node, batch, block);
+    if (!replies) {
+      node->breaker.record_failure();
+      return replies;
+    }
+    for (std::size_t i = 0; i < replies->size(); ++i) {
+      const RedisReply& reply = (*replies)[i];
+      // A server that wants a password we did not send fails every request
+      // alike: an outage, not one bad reply.
+      if (reply.is_error() && reply.str.starts_with("NOAUTH")) {
+        note_auth(true, reply.str);
+        node->breaker.record_failure();
+        return tl::unexpected(StoreError{StoreError::Code::kUnavailable,
+                                         "redis " + batch[i]->front() + ": " + reply.str});
+      }
+    }
+    node->breaker.record_success();
+    return replies;
+  }
+
+  // One pipeline on the node's pooled connection (dialled when none is idle).
+  Result<std::vector<RedisReply>> exchange_on(Node& node,
+                                              const std::vector<const RedisCommand*>& batch,
+                                              std::optional<std::chrono::milliseconds> block) {
+    std::unique_ptr<Connection> conn = node.pool.take();
     if (!conn) {
-      auto opened = Connection::open(node->endpoint, options_,
+      auto opened = Connection::open(node.endpoint, options_,
                                      [this](std::string_view why) { note_auth(true, why); });
       if (!opened) {
         return tl::unexpected(opened.error());
@@ -331,7 +368,7 @@ private:
     if (block) {
       conn->set_timeout(options_.op_timeout);
     }
-    node->pool.give_back(std::move(conn));
+    node.pool.give_back(std::move(conn));
     return replies;
   }
 
@@ -345,7 +382,8 @@ private:
       }
       it = nodes_
                .emplace(name,
-                        std::make_unique<Node>(std::move(endpoint), options_.max_idle_connections))
+                        std::make_unique<Node>(std::move(endpoint), options_.max_idle_connections,
+                                               options_.breaker))
                .first;
     }
     return it->second.get();
@@ -380,7 +418,7 @@ private:
       const auto now = Clock::now();
       const bool due = !loaded_ || stale_ || now - last_refresh_ > kRefreshEvery;
       // A dead cluster is not asked again for its map on every call.
-      const bool down = breaker_.state() == protocol::CircuitBreaker::State::kOpen;
+      const bool down = all_open_locked();
       if (!due || down || refreshing_ || now < next_attempt_) {
         return;
       }
@@ -441,6 +479,13 @@ private:
     return map;
   }
 
+  // Every known node's circuit open (none known: not down). Caller holds mu_.
+  bool all_open_locked() const {
+    return !nodes_.empty() && std::all_of(nodes_.begin(), nodes_.end(), [](const auto& entry) {
+      return entry.second->breaker.state() == protocol::CircuitBreaker::State::kOpen;
+    });
+  }
+
   // Logs a refused AUTH or a missing one once per outage (not per request).
   void note_auth(bool failed, std::string_view why) {
     if (auth_failing_.exchange(failed) == failed) {
@@ -457,12 +502,11 @@ private:
 
   const RedisOptions options_;
   std::atomic<bool> auth_failing_{false};
-  protocol::CircuitBreaker breaker_;
   const std::string primary_;
   std::atomic<bool> cluster_;
   std::atomic<bool> stale_{false};
 
-  std::mutex mu_; // guards what follows
+  mutable std::mutex mu_; // guards what follows
   std::map<std::string, std::unique_ptr<Node>> nodes_;
   std::array<std::string, kSlots> slots_; // slot -> master "host:port"
   bool loaded_ = false;

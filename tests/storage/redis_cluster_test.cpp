@@ -224,6 +224,64 @@ TEST_F(RedisClusterTest, ConcurrentCallersWhileASlotMoves) {
   EXPECT_EQ(store.list(busy)->size(), 400U);
 }
 
+// One master hangs (SIGSTOP): its keys fail fast once its own breaker has
+// seen `breaker_failures` timeouts, while the other masters' keys are served
+// at full speed all along. (With one breaker for the cluster, every success
+// elsewhere reset its count, so it never opened and each call for the hung
+// master's slots waited out the op timeout.) Resumed, the master is asked
+// again after `breaker_open_ms`.
+TEST_F(RedisClusterTest, AHungMasterFailsFastWhileTheOthersServe) {
+  auto client = RedisClient::create(options("hung", "breaker_open_ms=3000&timeout_ms=500"));
+  const int hung = cluster_->ports().back();
+  std::string on_hung;
+  std::string elsewhere;
+  for (int i = 0; on_hung.empty() || elsewhere.empty(); ++i) {
+    const std::string k = client->key("k" + std::to_string(i));
+    (cluster_->owner_of(redis_hash_slot(k)) == hung ? on_hung : elsewhere) = k;
+  }
+  ASSERT_TRUE(client->run(on_hung, {"SET", on_hung, "h"}).has_value());
+  ASSERT_TRUE(client->run(elsewhere, {"SET", elsewhere, "e"}).has_value());
+
+  struct Resume { // the master runs again whatever the test asserts
+    RedisCluster& cluster;
+    int port;
+    ~Resume() { cluster.resume(port); }
+  } resume{*cluster_, hung};
+  cluster_->pause(hung);
+  // At most the breaker's default threshold (3) of calls wait out the op
+  // timeout (fewer when a slot-map refresh asked the hung master too).
+  int timed_out = 0;
+  for (;; ++timed_out) {
+    ASSERT_LE(timed_out, 3) << "the hung master's breaker never opened";
+    auto got = client->run(on_hung, {"GET", on_hung});
+    ASSERT_FALSE(got.has_value());
+    if (got.error().rejected) {
+      break;
+    }
+    EXPECT_EQ(got.error().code, StoreError::Code::kTimeout) << got.error().message;
+  }
+  EXPECT_GE(timed_out, 1);
+  EXPECT_EQ(client->breaker_state(), protocol::CircuitBreaker::State::kHalfOpen);
+  for (int i = 0; i < 20; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    auto got = client->run(on_hung, {"GET", on_hung});
+    ASSERT_FALSE(got.has_value());
+    EXPECT_TRUE(got.error().rejected) << got.error().message;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 250ms) << "rejected without asking";
+    start = std::chrono::steady_clock::now();
+    auto ok = client->run(elsewhere, {"GET", elsewhere});
+    ASSERT_TRUE(ok.has_value()) << ok.error().message;
+    EXPECT_EQ(ok->str, "e");
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 250ms) << "the other masters unaffected";
+  }
+  cluster_->resume(hung);
+  std::this_thread::sleep_for(3100ms);
+  auto back = client->run(on_hung, {"GET", on_hung});
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_EQ(back->str, "h");
+  EXPECT_EQ(client->breaker_state(), protocol::CircuitBreaker::State::kClosed);
+}
+
 TEST_F(RedisClusterTest, AStandaloneConfiguredClientFollowsMoved) {
   RedisOptions o = options("plain");
   o.cluster = false;

@@ -1,7 +1,7 @@
 #pragma once
 // One Redis client for everything kcache keeps in Redis (the store tier, the
-// cluster job queue, leases, nodes): a connection pool per Redis node, AUTH,
-// connect/op deadlines and one circuit breaker. Against a Redis Cluster it
+// cluster job queue, leases, nodes): a connection pool and a circuit breaker
+// per Redis node, AUTH and connect/op deadlines. Against a Redis Cluster it
 // routes each command by its routing key's hash slot (CRC16, hash tags),
 // follows MOVED (slot map refreshed, retried) and ASK (ASKING, retried once).
 
@@ -61,6 +61,8 @@ public:
                                   std::vector<std::string> args) = 0; // routes by keys[0]
   // "<ns>:" + suffix. All kcache keys live under the namespace.
   virtual std::string key(std::string_view suffix) const = 0;
+  // Over the nodes' breakers: closed while every node can be asked, open when none can, half-open
+  // in between (a cluster with some master's circuit open or probing).
   virtual protocol::CircuitBreaker::State breaker_state() const = 0;
   // Best-effort PUBLISH (cluster: any node; Redis Cluster broadcasts). Failures are ignored by
   // callers.
