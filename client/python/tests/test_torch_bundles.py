@@ -51,7 +51,9 @@ print(json.dumps({
 """
 
 
-def run_child(script: Path, tmp_path: Path, name: str, url: str, width: int, backend: str = "inductor") -> dict:
+def run_child(
+    script: Path, tmp_path: Path, name: str, url: str, width: int, backend: str = "inductor", **extra_env: str
+) -> dict:
     env = dict(os.environ)
     env.update(
         TORCHINDUCTOR_CACHE_DIR=str(tmp_path / name / "inductor"),
@@ -60,6 +62,7 @@ def run_child(script: Path, tmp_path: Path, name: str, url: str, width: int, bac
         KCACHE_TORCH_BUNDLES="1",
         PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "client" / "python"), env.get("PYTHONPATH")])),
     )
+    env.update(extra_env)
     proc = subprocess.run(
         [sys.executable, str(script), url, str(width), backend], env=env, capture_output=True, text=True, timeout=300
     )
@@ -93,6 +96,50 @@ def test_a_fresh_process_loads_the_bundle_and_skips_tracing(daemon, tmp_path):
         assert other["kcache"].get("bundle_hits", 0) == 0, name
         assert other["kcache"]["bundle_signature_mismatches"] == 1, name
         assert other["dynamo_cache"].get("dynamo_cache_hit", 0) == 0, name
+
+
+def test_a_run_that_saves_compiles_afresh_though_its_graphs_are_cached(daemon, tmp_path):
+    # PyTorch 2.11 cannot package a GPU graph it loaded from the FX-graph
+    # cache, so a saving run's lookups miss (on graphs on a GPU by default).
+    # On CPU PyTorch packages either way: "always" shows the mechanism here.
+    script = tmp_path / "trainer.py"
+    script.write_text(CHILD)
+    # A run without bundles puts the FX-graph entries first (as a cluster
+    # that used kcache before bundles were switched on).
+    plain = run_child(script, tmp_path, "plain", daemon.url, 40, KCACHE_TORCH_BUNDLES="0", KCACHE_RUN_ID="plain")
+    assert plain["match"] and plain["fx_misses"] >= 1
+
+    cold = run_child(script, tmp_path, "cold", daemon.url, 40, KCACHE_TORCH_BUNDLE_FRESH_COMPILE="always")
+    assert cold["match"]
+    assert cold["kcache"]["bundle_fresh_lookups"] >= 2  # an AOTAutograd and an FX-graph lookup at least
+    assert cold["fx_misses"] >= 1 and cold["kcache"].get("fx-graph.hits", 0) == 0
+    fresh = run_child(script, tmp_path, "fresh", daemon.url, 40, KCACHE_TORCH_BUNDLE_FRESH_COMPILE="always")
+    assert fresh["match"] and fresh["kcache"]["bundle_hits"] == 1
+    assert fresh["dynamo_cache"] == {"dynamo_cache_hit": 1} and fresh["frames"] == 0
+    # A run that loads a bundle covering all its calls saves nothing, so it looks up as usual.
+    assert fresh["kcache"].get("bundle_fresh_lookups", 0) == 0
+
+    # The default ("gpu") leaves CPU graphs' lookups alone.
+    default = run_child(script, tmp_path, "default", daemon.url, 24, KCACHE_RUN_ID="bundle-default")
+    assert default["match"] and default["kcache"].get("bundle_fresh_lookups", 0) == 0
+
+
+def test_a_bundle_of_another_version_is_a_miss_and_saved_anew(daemon, monkeypatch, caplog):
+    monkeypatch.setenv("KCACHE_RUN_ID", "bundle-old-version")
+    session = Session(Settings(url=daemon.url, namespace="ci", prefetch=False))
+    try:
+        m = model()
+        old = _bundles.Bundles(session)
+        header = {"version": _bundles.BUNDLE_VERSION - 1, "system": old._system, "signatures": [_bundles.signature(m, {})]}
+        assert session._store(old.key, _bundles.pack(header, b""), {"torch_cache": "compile-bundle"}, "test")
+        old.start()
+        with caplog.at_level(logging.WARNING, logger="kcache"):
+            assert old.before_compile(m, {})  # a cold run's path
+        assert session.stats["bundle_misses"] == 1 and session.stats.get("bundle_refused", 0) == 0
+        assert not [r for r in caplog.records if r.name == "kcache"]  # no warning for an old bundle
+        old.close()
+    finally:
+        session.close()
 
 
 def model(width=64):

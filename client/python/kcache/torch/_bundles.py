@@ -31,6 +31,17 @@ such a run saves again at exit (a bundle, or a new marker); after a day the
 next run tries afresh, so one short run (a smoke test, a preempted job) does
 not keep bundles off.
 
+A run that saves a bundle compiles the graphs it packages afresh below Dynamo:
+its FX-graph and AOTAutograd lookups miss (Triton kernels and autotune
+results still come from the caches). PyTorch 2.11 cannot package a GPU graph
+that it loaded from the FX-graph cache: pickling the bundled AOTAutograd
+entry asserts "pickle should not be called with after make_launchers()", so
+the entry's backend is missing at save ("Backend not found") and the package
+is useless. A node whose FX graphs came from kcache (or its own disk) would
+therefore never save a bundle. Measured on an H100 with PyTorch alone
+(scripts/device/precompile_probe.sh --warm-fx). One compile per model
+signature is the price; every later fresh node loads the bundle.
+
 A later torch.compile call whose signature differs from the saving run's call
 at the same position compiles without precompile (it traces; FX graph and
 AOTAutograd entries are keyed by content and stay sound). A bundle PyTorch
@@ -59,7 +70,10 @@ from ._prefetch import fingerprint
 
 logger = logging.getLogger("kcache")
 
-BUNDLE_VERSION = 1
+# 2: bundles saved by runs that compiled afresh; version 1's markers said
+# "PyTorch packaged nothing" for GPU models that it does package now.
+BUNDLE_VERSION = 2
+FRESH_COMPILE_MODES = ("gpu", "always", "never")
 MARKER_TTL_S = 24 * 3600  # how long "PyTorch packaged nothing" holds before a run tries again
 _PRODUCER = "kcache.torch (compile bundle)"
 # Location-only settings: where debug output goes says nothing of the code.
@@ -209,11 +223,17 @@ def pack(header: dict, bundle: bytes) -> bytes:
     return json.dumps(header, sort_keys=True).encode() + b"\n" + bundle
 
 
+class OldBundle(ValueError):
+    """A bundle or marker of another BUNDLE_VERSION."""
+
+
 def unpack(value: bytes) -> tuple[dict, bytes]:
     head, _, bundle = value.partition(b"\n")
     header = json.loads(head)
-    if not isinstance(header, dict) or header.get("version") != BUNDLE_VERSION:
-        raise ValueError("not a kcache compile bundle of this version")
+    if not isinstance(header, dict):
+        raise ValueError("not a kcache compile bundle")
+    if header.get("version") != BUNDLE_VERSION:
+        raise OldBundle(f"compile bundle version {header.get('version')!r}, not {BUNDLE_VERSION}")
     return header, bundle
 
 
@@ -236,6 +256,14 @@ class Bundles:
         self._marker_covers_all = True
         self._all_matched = True
         self._saved = False
+        # This run compiles a call with precompile that no loaded bundle
+        # covers: it will save, so its graphs compile afresh (module doc).
+        self._recording = False
+        self._fresh_compile = session.settings.bundle_fresh_compile
+        if self._fresh_compile not in FRESH_COMPILE_MODES:
+            raise ValueError(
+                f"KCACHE_TORCH_BUNDLE_FRESH_COMPILE={self._fresh_compile!r} is not one of {FRESH_COMPILE_MODES}"
+            )
 
     def start(self) -> None:
         threading.Thread(target=self._fetch, name="kcache-bundle", daemon=True).start()
@@ -266,6 +294,7 @@ class Bundles:
                 return False  # as with bundles off
             self._marker_covers_all = False  # a call the marker is not about: try it
             _forget_local_entry(model)
+            self._recording = True
             return True
         if self._loaded is None:
             # A cold run: record precompile entries for the bundle. PyTorch
@@ -273,6 +302,7 @@ class Bundles:
             # name and line alone (a warm node's, maybe of other kwargs):
             # only an entry of a bundle whose signature matched may be used.
             _forget_local_entry(model)
+            self._recording = True
             return True
         matches = index < len(self._loaded) and self._loaded[index] == sig
         if not matches:
@@ -290,6 +320,11 @@ class Bundles:
         self._fetched = None
         try:
             header, bundle = unpack(value)
+        except OldBundle:
+            # An older kcache's bundle or marker: a cold run's path, which saves anew.
+            self._stats["bundle_misses"] += 1
+            self._all_matched = False
+            return
         except ValueError as e:
             self._refused(f"unreadable header: {e}")
             return
@@ -331,6 +366,23 @@ class Bundles:
         self._stats["bundle_hits"] += 1
         self._stats["bundle_bytes"] += len(value)
         self._stats["bundle_precompile_entries"] += len(info.artifacts.get("precompile", []))
+
+    def skips_lookup(self, inputs: Any) -> bool:
+        """Whether an FX-graph or AOTAutograd lookup of a graph with these
+        example inputs misses on purpose (a run that saves: module doc)."""
+        if not self._recording or self._saved or self._fresh_compile == "never":
+            return False
+        if self._fresh_compile == "gpu" and not _on_accelerator(inputs):
+            return False
+        with self._lock:
+            first = self._stats["bundle_fresh_lookups"] == 0
+            self._stats["bundle_fresh_lookups"] += 1
+        if first:
+            logger.info(
+                "kcache: this run saves a compile bundle: its graphs compile afresh below Dynamo "
+                "(PyTorch 2.11 cannot package a GPU graph loaded from its FX-graph cache)"
+            )
+        return True
 
     def failed(self, error: Exception) -> None:
         """before_compile raised: this call compiles without precompile, and no
@@ -429,6 +481,15 @@ def _forget_local_entry(model: Any) -> None:
     shutil.rmtree(os.path.join(DynamoCache.path_prefix(), CompilePackage.source_id_from_fn(fn)), ignore_errors=True)
 
 
+def _on_accelerator(inputs: Any) -> bool:
+    import torch
+
+    try:
+        return any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in inputs)
+    except TypeError:  # not a sequence: unknown, so not skipped
+        return False
+
+
 def _usable_precompile_entries(bundle: bytes) -> int:
     """Precompile entries with at least one compiled graph PyTorch did not
     bypass. A bypassed code is traced again: 2.11 bypasses the code holding a
@@ -523,10 +584,45 @@ def _tolerate_unpackageable_frames(bundles: Bundles) -> Callable[[], None]:
 
     cls._add_user_function = add_user_function
     undo_guards = _tolerate_unsaveable_guards()
+    undo_lookups = _fresh_compiles_when_saving(bundles)
 
     def undo() -> None:
+        undo_lookups()
         undo_guards()
         cls._add_user_function = original
+
+    return undo
+
+
+def _fresh_compiles_when_saving(bundles: Bundles) -> Callable[[], None]:
+    """Makes the FX-graph and AOTAutograd lookups of a run that saves a bundle
+    miss (Bundles.skips_lookup decides), so Inductor compiles each graph and
+    PyTorch can package it; what it compiles is still put in the caches."""
+    from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache
+    from torch._inductor.codecache import FxGraphCache
+
+    def wrap(cls: type, name: str, inputs_at: int, inputs_name: str, miss: Callable[[], Any]) -> Callable[[], None]:
+        original = cls.__dict__[name]  # the staticmethod object, put back as it was
+        function = original.__func__
+
+        @functools.wraps(function)
+        def lookup(*args, **kwargs):
+            inputs = args[inputs_at] if len(args) > inputs_at else kwargs.get(inputs_name, ())
+            if bundles.skips_lookup(inputs):
+                return miss()
+            return function(*args, **kwargs)
+
+        setattr(cls, name, staticmethod(lookup))
+        return lambda: setattr(cls, name, original)
+
+    # AOTAutogradCache._lookup(key, local, remote, args, cache_info, aot_config) -> entry or None;
+    # FxGraphCache._lookup_graph(key, example_inputs, local, remote_cache, ...) -> (graph, info).
+    undo_aot = wrap(AOTAutogradCache, "_lookup", 3, "args", lambda: None)
+    undo_fx = wrap(FxGraphCache, "_lookup_graph", 1, "example_inputs", lambda: (None, {}))
+
+    def undo() -> None:
+        undo_fx()
+        undo_aot()
 
     return undo
 

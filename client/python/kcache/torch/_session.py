@@ -52,6 +52,10 @@ class Settings:
     # Mega-Cache bundles (see _bundles): a fresh process loads the whole
     # compile of its run (precompile entries included) and skips tracing.
     bundles: bool = False
+    # A run that saves a bundle compiles below Dynamo afresh (FX-graph and
+    # AOTAutograd lookups miss) for graphs on: "gpu" (where PyTorch 2.11
+    # cannot package a graph loaded from its cache), "always" or "never".
+    bundle_fresh_compile: str = "gpu"
     # The run's compile report (see _report): PUT at exit and every report_interval_s.
     report: bool = True
     report_interval_s: float = 60.0
@@ -71,6 +75,7 @@ class Settings:
         "prefetch": "KCACHE_TORCH_PREFETCH",
         "prefetch_max_mb": "KCACHE_TORCH_PREFETCH_MAX_MB",
         "bundles": "KCACHE_TORCH_BUNDLES",
+        "bundle_fresh_compile": "KCACHE_TORCH_BUNDLE_FRESH_COMPILE",
         "report": "KCACHE_TORCH_REPORT",
         "report_interval_s": "KCACHE_TORCH_REPORT_INTERVAL_S",
     }
