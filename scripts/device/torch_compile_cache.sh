@@ -58,23 +58,33 @@ case "${1:-}" in
     # first storm's ranks, would pay for all the others).
     unset PYTHONDONTWRITEBYTECODE
     export PYTHONPYCACHEPREFIX="$work/pycache"
-    python3 - <<'PY'
+    # From a file, not stdin: compileall's worker pool starts its processes
+    # with forkserver, which imports the main module again by its path.
+    cat >"$work/fill_pycache.py" <<'PY'
 import compileall, importlib.util, os, sys, time
-start = time.monotonic()
-# With a prefix Python reads no __pycache__ folder, the standard library's included.
-compileall.compile_dir(os.path.dirname(os.__file__), quiet=2, workers=0, maxlevels=2)
-for name in ["torch", "triton", "torchvision", "transformers", "tokenizers", "safetensors", "huggingface_hub",
-             "sympy", "mpmath", "jinja2", "markupsafe", "networkx", "numpy", "filelock", "fsspec",
-             "typing_extensions", "packaging", "yaml", "kcache", "redis"]:
-    spec = importlib.util.find_spec(name)  # where it is, without importing it
-    if spec is None:
-        continue
-    for folder in spec.submodule_search_locations or []:
-        compileall.compile_dir(folder, quiet=2, workers=0)
-    if not spec.submodule_search_locations and spec.origin and spec.origin.endswith(".py"):
-        compileall.compile_file(spec.origin, quiet=2)
-print(f"bytecode cache filled in {time.monotonic() - start:.0f} s (prefix {sys.pycache_prefix})", flush=True)
+
+
+def main():
+    start = time.monotonic()
+    # With a prefix Python reads no __pycache__ folder, the standard library's included.
+    compileall.compile_dir(os.path.dirname(os.__file__), quiet=2, workers=0, maxlevels=2)
+    for name in ["torch", "triton", "torchvision", "transformers", "tokenizers", "safetensors", "huggingface_hub",
+                 "sympy", "mpmath", "jinja2", "markupsafe", "networkx", "numpy", "filelock", "fsspec",
+                 "typing_extensions", "packaging", "yaml", "kcache", "redis"]:
+        spec = importlib.util.find_spec(name)  # where it is, without importing it
+        if spec is None:
+            continue
+        for folder in spec.submodule_search_locations or []:
+            compileall.compile_dir(folder, quiet=2, workers=0)
+        if not spec.submodule_search_locations and spec.origin and spec.origin.endswith(".py"):
+            compileall.compile_file(spec.origin, quiet=2)
+    print(f"bytecode cache filled in {time.monotonic() - start:.0f} s (prefix {sys.pycache_prefix})", flush=True)
+
+
+if __name__ == "__main__":  # compileall's workers import this file again
+    main()
 PY
+    python3 "$work/fill_pycache.py"
     export KCACHE_URL="http://127.0.0.1:$(cat "$work/port")" KCACHE_NAMESPACE=bench
     export KCACHE_LIBRARY="$PWD/$pack/lib/libkcache.so"
     export TORCHINDUCTOR_REDIS_HOST=127.0.0.1 TORCHINDUCTOR_REDIS_PORT=6379

@@ -21,8 +21,8 @@ kwargs or another Inductor config. Hence kcache keys and checks more:
   parameters' and buffers' names, shapes, dtypes and devices, its training flag,
   and Inductor's, Dynamo's and functorch's configs at that call.
 
-Where PyTorch packages no compiled function of a run (on an H100, 2.11 left
-out every model measured: "Backend not found" at save), the run puts a marker
+Where PyTorch packages no compiled function of a run ("Backend not found" at
+save: a grad-enabled forward saved before any backward), the run puts a marker
 under the bundle's key instead: for a day, a later run compiles each call
 whose signature is the marker's at that position without caching_precompile
 (which also changes the AOTAutograd entries, so it would miss them), as with
@@ -494,8 +494,9 @@ def _usable_precompile_entries(bundle: bytes) -> int:
     """Precompile entries with at least one compiled graph PyTorch did not
     bypass. A bypassed code is traced again: 2.11 bypasses the code holding a
     graph whose backend it did not record ("Backend not found" at save; seen
-    with a grad-enabled forward saved before any backward, and on an H100 with
-    the bf16 MLP under no_grad and max-autotune)."""
+    with a grad-enabled forward saved before any backward, and on a GPU for
+    a graph loaded from the FX-graph cache, which _fresh_compiles_when_saving
+    avoids)."""
     import pickle
 
     from torch.compiler._cache import CacheArtifactManager
