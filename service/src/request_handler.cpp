@@ -10,6 +10,7 @@
 #include <kcache/service/request_handler.h>
 #include <kcache/service/routes.h>
 #include <kcache/service/tokens.h>
+#include <kcache/storage/redis_client.h>
 
 #include <algorithm>
 #include <charconv>
@@ -165,6 +166,9 @@ RequestHandler::Prepared RequestHandler::prepare(const Request& request) const {
 }
 
 Response RequestHandler::respond_now(const Request& request, const Prepared& prepared) {
+  // A hung Redis node costs this request one op timeout, not one per command
+  // (the request runs on an I/O thread whose other connections wait).
+  const storage::RedisCallScope redis_calls;
   const auto start = std::chrono::steady_clock::now();
   // Before this request counts: what the store counted since the last one
   // lands in that one's minute (stats_history.h).

@@ -4,6 +4,7 @@
 
 #include <kcache/protocol/wire.h>
 #include <kcache/service/lease_table.h>
+#include <kcache/storage/redis_client.h>
 
 #include <spdlog/spdlog.h>
 
@@ -137,6 +138,7 @@ void RespCommands::protocol_error(const std::string& message, std::string& out) 
 
 void RespCommands::execute(const std::vector<std::string>& args, RespSession& session,
                            RespOut& out) {
+  const storage::RedisCallScope redis_calls; // a hung Redis node costs this command one timeout
   const std::string name = upper(args.at(0));
   if ((name != "GET" && name != "MGET") || session.who == nullptr) {
     execute(args, session, out.text());

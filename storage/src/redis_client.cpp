@@ -321,6 +321,11 @@ private:
       return tl::unexpected(
           StoreError{StoreError::Code::kUnavailable, "redis: bad node address " + name});
     }
+    if (RedisCallScope::failed_before(name)) {
+      return tl::unexpected(StoreError{StoreError::Code::kUnavailable,
+                                       "redis " + name + ": did not answer earlier in this request",
+                                       true});
+    }
     if (!node->breaker.allow()) {
       return tl::unexpected(StoreError{StoreError::Code::kUnavailable,
                                        "redis " + name + ": circuit open", /*rejected=*/true});
@@ -328,6 +333,7 @@ private:
     auto replies = exchange_on(*node, batch, block);
     if (!replies) {
       node->breaker.record_failure();
+      RedisCallScope::note_failure(name);
       return replies;
     }
     for (std::size_t i = 0; i < replies->size(); ++i) {
@@ -516,6 +522,30 @@ private:
 };
 
 } // namespace
+
+namespace {
+thread_local RedisCallScope* current_scope = nullptr;
+} // namespace
+
+RedisCallScope::RedisCallScope() : outer_(current_scope) {
+  current_scope = this;
+}
+
+RedisCallScope::~RedisCallScope() {
+  current_scope = outer_;
+}
+
+bool RedisCallScope::failed_before(std::string_view node) {
+  return current_scope != nullptr &&
+         std::find(current_scope->failed_nodes_.begin(), current_scope->failed_nodes_.end(),
+                   node) != current_scope->failed_nodes_.end();
+}
+
+void RedisCallScope::note_failure(std::string_view node) {
+  if (current_scope != nullptr && !failed_before(node)) {
+    current_scope->failed_nodes_.emplace_back(node);
+  }
+}
 
 RedisClient::~RedisClient() = default;
 

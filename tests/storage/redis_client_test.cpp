@@ -213,5 +213,45 @@ TEST_F(RedisClientTest, SubscriptionStopsPromptlyWhileRedisIsDown) {
   EXPECT_LT(Clock::now() - start, 500ms);
 }
 
+// A hung server costs one request (one RedisCallScope) its op timeout once:
+// the scope's later calls fail at once, though the breaker (10 failures here)
+// is still closed; a new scope, or no scope, asks again.
+TEST_F(RedisClientTest, AScopePaysAHungServersTimeoutOnce) {
+  RedisOptions o = options_for(server_);
+  o.breaker = {10, 10s};
+  auto client = RedisClient::create(o);
+  const std::string k = client->key("scoped");
+  ASSERT_TRUE(client->run(k, {"SET", k, "v"}).has_value());
+  server_.pause();
+  {
+    const RedisCallScope request;
+    auto first = client->run(k, {"GET", k});
+    ASSERT_FALSE(first.has_value());
+    EXPECT_EQ(first.error().code, StoreError::Code::kTimeout) << first.error().message;
+    const auto start = Clock::now();
+    for (int i = 0; i < 3; ++i) {
+      auto again = client->run(k, {"SET", k, "w"});
+      ASSERT_FALSE(again.has_value());
+      EXPECT_TRUE(again.error().rejected) << again.error().message;
+    }
+    EXPECT_LT(Clock::now() - start, 100ms) << "no second timeout in one scope";
+    EXPECT_EQ(client->breaker_state(), protocol::CircuitBreaker::State::kClosed);
+  }
+  {
+    const RedisCallScope next_request;
+    auto asked = client->run(k, {"GET", k});
+    ASSERT_FALSE(asked.has_value());
+    EXPECT_FALSE(asked.error().rejected) << "a new scope asks again";
+  }
+  auto unscoped = client->run(k, {"GET", k});
+  ASSERT_FALSE(unscoped.has_value());
+  EXPECT_FALSE(unscoped.error().rejected);
+  server_.resume();
+  const RedisCallScope after;
+  auto back = client->run(k, {"GET", k});
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_EQ(back->str, "v");
+}
+
 } // namespace
 } // namespace kcache::storage

@@ -282,6 +282,38 @@ TEST_F(RedisClusterTest, AHungMasterFailsFastWhileTheOthersServe) {
   EXPECT_EQ(client->breaker_state(), protocol::CircuitBreaker::State::kClosed);
 }
 
+// In one request (RedisCallScope), a hung master costs one timeout: later
+// calls to it fail at once, while calls to the other masters go on.
+TEST_F(RedisClusterTest, AScopeSkipsOnlyTheMasterThatDidNotAnswer) {
+  auto client = RedisClient::create(options("scoped", "breaker_failures=10&timeout_ms=300"));
+  const int hung = cluster_->ports().back();
+  std::string on_hung;
+  std::string elsewhere;
+  for (int i = 0; on_hung.empty() || elsewhere.empty(); ++i) {
+    const std::string k = client->key("k" + std::to_string(i));
+    (cluster_->owner_of(redis_hash_slot(k)) == hung ? on_hung : elsewhere) = k;
+  }
+  ASSERT_TRUE(client->run(elsewhere, {"SET", elsewhere, "e"}).has_value());
+  struct Resume {
+    RedisCluster& cluster;
+    int port;
+    ~Resume() { cluster.resume(port); }
+  } resume{*cluster_, hung};
+  cluster_->pause(hung);
+  const RedisCallScope request;
+  auto first = client->run(on_hung, {"GET", on_hung});
+  ASSERT_FALSE(first.has_value());
+  EXPECT_FALSE(first.error().rejected) << first.error().message;
+  const auto start = std::chrono::steady_clock::now();
+  auto again = client->run(on_hung, {"SET", on_hung, "h"});
+  ASSERT_FALSE(again.has_value());
+  EXPECT_TRUE(again.error().rejected) << again.error().message;
+  auto ok = client->run(elsewhere, {"GET", elsewhere});
+  ASSERT_TRUE(ok.has_value()) << ok.error().message;
+  EXPECT_EQ(ok->str, "e");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 250ms);
+}
+
 TEST_F(RedisClusterTest, AStandaloneConfiguredClientFollowsMoved) {
   RedisOptions o = options("plain");
   o.cluster = false;

@@ -81,6 +81,35 @@ public:
   virtual Result<RedisReply> run_on(std::string_view node, RedisCommand command) = 0;
 };
 
+// One unit of work on one thread (in kcached: one request) pays a hung Redis
+// node's op timeout once: after a call to a node failed without an answer
+// (timeout, refused, reset), the scope's later calls to that node fail at
+// once, as `rejected`, while its calls to other nodes go on. A put writes its
+// blob, its record and the namespace's index; a request on an I/O thread
+// that waited out each in turn held up every connection of that thread for
+// up to three timeouts, where the breaker (3 failures) had not opened yet.
+// Scopes nest (the inner one starts clean); outside any, calls are not
+// affected. Thread-local by design: it follows the request's thread, and no
+// interface between the request and the Redis call needs to carry it.
+class RedisCallScope {
+public:
+  RedisCallScope();
+  ~RedisCallScope();
+  RedisCallScope(const RedisCallScope&) = delete;
+  RedisCallScope& operator=(const RedisCallScope&) = delete;
+  RedisCallScope(RedisCallScope&&) = delete;
+  RedisCallScope& operator=(RedisCallScope&&) = delete;
+
+  // For RedisClient: whether `node` failed earlier in the current scope, and
+  // that it failed now (no-ops outside a scope).
+  static bool failed_before(std::string_view node);
+  static void note_failure(std::string_view node);
+
+private:
+  RedisCallScope* outer_;
+  std::vector<std::string> failed_nodes_; // a handful at most: a request touches few nodes
+};
+
 // A subscription on its own connection and thread; reconnects with back-off while Redis is down
 // (then `on_message` is simply not called: subscribers must also poll). Destroying it unsubscribes
 // and joins.
