@@ -324,7 +324,7 @@ private:
     if (RedisCallScope::failed_before(name)) {
       return tl::unexpected(StoreError{StoreError::Code::kUnavailable,
                                        "redis " + name + ": did not answer earlier in this request",
-                                       true});
+                                       /*rejected=*/true});
     }
     if (!node->breaker.allow()) {
       return tl::unexpected(StoreError{StoreError::Code::kUnavailable,

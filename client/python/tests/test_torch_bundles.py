@@ -124,7 +124,7 @@ def test_a_run_that_saves_compiles_afresh_though_its_graphs_are_cached(daemon, t
     assert default["match"] and default["kcache"].get("bundle_fresh_lookups", 0) == 0
 
 
-def test_a_bundle_of_another_version_is_a_miss_and_saved_anew(daemon, monkeypatch, caplog):
+def test_a_bundle_of_another_version_is_a_miss_not_a_refusal(daemon, monkeypatch, caplog):
     monkeypatch.setenv("KCACHE_RUN_ID", "bundle-old-version")
     session = Session(Settings(url=daemon.url, namespace="ci", prefetch=False))
     try:
@@ -140,6 +140,62 @@ def test_a_bundle_of_another_version_is_a_miss_and_saved_anew(daemon, monkeypatc
         old.close()
     finally:
         session.close()
+
+
+def test_only_rank_0_compiles_afresh_and_saves(daemon, monkeypatch):
+    # Every rank of a job would save the same bundle: rank 1 looks up as
+    # usual (sharing compiles through kcache) and saves nothing.
+    monkeypatch.setenv("KCACHE_RUN_ID", "bundle-ranks")
+    session = Session(Settings(url=daemon.url, namespace="ci", prefetch=False, bundle_fresh_compile="always"))
+    try:
+        m = model()
+        monkeypatch.setenv("RANK", "1")
+        rank1 = _bundles.Bundles(session)
+        rank1.start()
+        assert rank1.before_compile(m, {})  # compiles with precompile, as rank 0 does
+        assert not rank1.skips_lookup([torch.zeros(1)])
+        monkeypatch.setattr(torch.compiler, "save_cache_artifacts", lambda: (b"package", object()))
+        assert not rank1.save()
+        assert session.stats.get("bundle_puts", 0) == 0 and session.stats.get("bundle_unsupported_puts", 0) == 0
+        rank1.close()
+
+        monkeypatch.setenv("RANK", "0")
+        rank0 = _bundles.Bundles(session)
+        rank0.start()
+        assert rank0.before_compile(m, {})
+        assert rank0.skips_lookup([torch.zeros(1)])
+        rank0.close()
+    finally:
+        session.close()
+
+
+def test_a_run_that_cannot_save_leaves_a_marker(daemon, monkeypatch):
+    # One function compiled with two settings: no bundle, and a marker, so the
+    # next run of these signatures does not compile afresh again.
+    monkeypatch.setenv("KCACHE_RUN_ID", "bundle-two-settings")
+    session = Session(Settings(url=daemon.url, namespace="ci", prefetch=False))
+    try:
+        m = model()
+        cold = _bundles.Bundles(session)
+        cold.start()
+        assert cold.before_compile(m, {})
+        assert cold.before_compile(m, {"mode": "max-autotune"})
+        assert not cold.save()
+        assert session.stats["bundle_not_saved"] == 1 and session.stats["bundle_unsupported_puts"] == 1
+        cold.close()
+        again = _bundles.Bundles(session)
+        again.start()
+        assert not again.before_compile(m, {})  # the marker's: precompile off, nothing recorded
+        assert not again.skips_lookup([torch.zeros(1)])
+        again.close()
+    finally:
+        session.close()
+
+
+def test_cpu_and_meta_tensors_are_not_on_an_accelerator():
+    assert not _bundles._on_accelerator([torch.zeros(2), 3, None])
+    assert not _bundles._on_accelerator([torch.empty(2, device="meta")])
+    assert not _bundles._on_accelerator(None)
 
 
 def model(width=64):

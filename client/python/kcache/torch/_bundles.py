@@ -39,8 +39,11 @@ entry asserts "pickle should not be called with after make_launchers()", so
 the entry's backend is missing at save ("Backend not found") and the package
 is useless. A node whose FX graphs came from kcache (or its own disk) would
 therefore never save a bundle. Measured on an H100 with PyTorch alone
-(scripts/device/precompile_probe.sh --warm-fx). One compile per model
-signature is the price; every later fresh node loads the bundle.
+(scripts/device/precompile_probe.sh --warm-fx). Only the saving process
+pays: rank 0 ($RANK unset or 0) of a run that found no bundle; other ranks
+neither save nor skip lookups, so they still share compiles through kcache.
+A run that cannot save (one function compiled with two settings, or kcached
+refusing the bundle) leaves a marker, so the next runs do not pay again.
 
 A later torch.compile call whose signature differs from the saving run's call
 at the same position compiles without precompile (it traces; FX graph and
@@ -215,7 +218,8 @@ def signature(model: Any, kwargs: dict, imported_configs_only: bool = False) -> 
 
 
 def bundle_key(namespace: str, system_info: dict) -> str:
-    text = json.dumps({"run": fingerprint(), "system": system_info}, sort_keys=True)
+    # The version too: an older kcache reads a newer bundle as unreadable and would overwrite it.
+    text = json.dumps({"run": fingerprint(), "system": system_info, "version": BUNDLE_VERSION}, sort_keys=True)
     return _keys.bundle_entry(namespace, hashlib.sha256(text.encode()).hexdigest()[:40])
 
 
@@ -259,6 +263,9 @@ class Bundles:
         # This run compiles a call with precompile that no loaded bundle
         # covers: it will save, so its graphs compile afresh (module doc).
         self._recording = False
+        # One process per run saves (and so compiles afresh): rank 0, as
+        # torchrun numbers ranks; the others would save the same bundle.
+        self._saver = os.environ.get("RANK", "0").strip() in ("", "0")
         self._fresh_compile = session.settings.bundle_fresh_compile
         if self._fresh_compile not in FRESH_COMPILE_MODES:
             raise ValueError(
@@ -294,7 +301,7 @@ class Bundles:
                 return False  # as with bundles off
             self._marker_covers_all = False  # a call the marker is not about: try it
             _forget_local_entry(model)
-            self._recording = True
+            self._recording = self._saver
             return True
         if self._loaded is None:
             # A cold run: record precompile entries for the bundle. PyTorch
@@ -302,7 +309,7 @@ class Bundles:
             # name and line alone (a warm node's, maybe of other kwargs):
             # only an entry of a bundle whose signature matched may be used.
             _forget_local_entry(model)
-            self._recording = True
+            self._recording = self._saver
             return True
         matches = index < len(self._loaded) and self._loaded[index] == sig
         if not matches:
@@ -427,7 +434,7 @@ class Bundles:
         """Puts this run's bundle in kcache, unless a loaded bundle already
         covered every torch.compile call (then it would be the same)."""
         with self._lock:
-            if self._saved or not self._signatures:
+            if self._saved or not self._signatures or not self._saver:
                 return False
             if self._loaded is not None and self._all_matched and len(self._signatures) == len(self._loaded):
                 return False
@@ -437,12 +444,13 @@ class Bundles:
                 and len(self._signatures) <= len(self._unsupported)
             ):
                 return False  # every call was one PyTorch packaged nothing for
-            if not _distinct_targets(self._signatures):
-                self._stats["bundle_not_saved"] += 1
-                logger.info("kcache: one function compiled twice with different settings; no compile bundle saved")
-                return False
             self._saved = True
             signatures = list(self._signatures)
+        if not _distinct_targets(signatures):
+            self._stats["bundle_not_saved"] += 1
+            logger.info("kcache: one function compiled twice with different settings; no compile bundle saved")
+            self._put_unsupported(signatures, "one function compiled twice with different settings")
+            return False
         import torch
 
         try:
@@ -468,6 +476,10 @@ class Bundles:
         if self._session._store(self.key, pack(header, bundle), metadata, _PRODUCER):
             self._stats["bundle_puts"] += 1
             return True
+        # Refused (too large, say) or kcached away: a marker, if it takes one,
+        # keeps the next runs from compiling afresh for a bundle that does not come.
+        self._stats["bundle_not_saved"] += 1
+        self._put_unsupported(signatures, f"kcached did not take the {len(bundle)}-byte bundle")
         return False
 
 
@@ -485,7 +497,7 @@ def _on_accelerator(inputs: Any) -> bool:
     import torch
 
     try:
-        return any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in inputs)
+        return any(isinstance(t, torch.Tensor) and t.device.type not in ("cpu", "meta") for t in inputs)
     except TypeError:  # not a sequence: unknown, so not skipped
         return False
 
@@ -585,7 +597,13 @@ def _tolerate_unpackageable_frames(bundles: Bundles) -> Callable[[], None]:
 
     cls._add_user_function = add_user_function
     undo_guards = _tolerate_unsaveable_guards()
-    undo_lookups = _fresh_compiles_when_saving(bundles)
+    try:
+        undo_lookups = _fresh_compiles_when_saving(bundles)
+    except (ImportError, AttributeError, KeyError) as e:  # another torch: bundles as before, said once
+        logger.warning("kcache: cannot make a saving run compile afresh (%s: %s); GPU bundles may be empty", type(e).__name__, e)
+
+        def undo_lookups() -> None:
+            return None
 
     def undo() -> None:
         undo_lookups()
@@ -602,24 +620,33 @@ def _fresh_compiles_when_saving(bundles: Bundles) -> Callable[[], None]:
     from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache
     from torch._inductor.codecache import FxGraphCache
 
-    def wrap(cls: type, name: str, inputs_at: int, inputs_name: str, miss: Callable[[], Any]) -> Callable[[], None]:
+    def wrap(
+        cls: type, name: str, inputs_at: int, inputs_name: str, miss: Callable[[], Any], packaged: Callable
+    ) -> Callable[[], None]:
         original = cls.__dict__[name]  # the staticmethod object, put back as it was
         function = original.__func__
 
         @functools.wraps(function)
         def lookup(*args, **kwargs):
             inputs = args[inputs_at] if len(args) > inputs_at else kwargs.get(inputs_name, ())
-            if bundles.skips_lookup(inputs):
+            if packaged(args, kwargs) and bundles.skips_lookup(inputs):
                 return miss()
             return function(*args, **kwargs)
 
         setattr(cls, name, staticmethod(lookup))
         return lambda: setattr(cls, name, original)
 
+    def aot_packaged(args: tuple, kwargs: dict) -> bool:
+        # Dynamo sets precompile_backend_id only on a graph it packages; a
+        # standalone compile's load passes no config and expects its entry.
+        aot_config = args[5] if len(args) > 5 else kwargs.get("aot_config")
+        return getattr(aot_config, "precompile_backend_id", None) is not None
+
     # AOTAutogradCache._lookup(key, local, remote, args, cache_info, aot_config) -> entry or None;
     # FxGraphCache._lookup_graph(key, example_inputs, local, remote_cache, ...) -> (graph, info).
-    undo_aot = wrap(AOTAutogradCache, "_lookup", 3, "args", lambda: None)
-    undo_fx = wrap(FxGraphCache, "_lookup_graph", 1, "example_inputs", lambda: (None, {}))
+    # An FX lookup does not say whose graph it is: every one in a saving run misses.
+    undo_aot = wrap(AOTAutogradCache, "_lookup", 3, "args", lambda: None, aot_packaged)
+    undo_fx = wrap(FxGraphCache, "_lookup_graph", 1, "example_inputs", lambda: (None, {}), lambda a, k: True)
 
     def undo() -> None:
         undo_fx()

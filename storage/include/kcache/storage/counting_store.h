@@ -5,7 +5,8 @@
 // own events (evictions, corrupt values, backfills).
 //
 // Outcomes: a get answering a value is a hit, an empty answer a miss. An error
-// is counted as `rejected` when the tier refused without trying (open breaker),
+// is counted as `rejected` when the tier refused without trying (open breaker,
+// or a node that did not answer earlier in the request),
 // not at all when it is kTooLarge (a tier's size policy, not a failure), and as
 // an error otherwise; a kNoSpace error is also counted as `no_space`. Batch
 // reads count per key.

@@ -48,7 +48,8 @@ struct StoreError {
   };
   Code code = Code::kIo;
   std::string message;
-  // Refused without trying (an open circuit breaker): counted as rejected,
+  // Refused without trying (an open circuit breaker, or a Redis node that did
+  // not answer earlier in the same request: RedisCallScope): counted as rejected,
   // not as an error, so a dead tier's error count stays its real failures.
   bool rejected = false;
 };
