@@ -17,8 +17,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
+#include <utility>
 
 namespace kcache::storage {
 namespace {
@@ -50,6 +52,28 @@ protected:
     }
     return owner;
   }
+
+  // A key the master on `port` owns and one another master owns.
+  static std::pair<std::string, std::string> keys_on_and_off(RedisClient& client, int port) {
+    std::string on;
+    std::string off;
+    for (int i = 0; on.empty() || off.empty(); ++i) {
+      const std::string k = client.key("k" + std::to_string(i));
+      (cluster_->owner_of(redis_hash_slot(k)) == port ? on : off) = k;
+    }
+    return {on, off};
+  }
+  // One master paused (SIGSTOP) for the scope: it runs again whatever the test asserts.
+  class PausedMaster {
+  public:
+    explicit PausedMaster(int port) : port_(port) { cluster_->pause(port_); }
+    ~PausedMaster() { cluster_->resume(port_); }
+    PausedMaster(const PausedMaster&) = delete;
+    PausedMaster& operator=(const PausedMaster&) = delete;
+
+  private:
+    int port_;
+  };
 
   static std::unique_ptr<RedisCluster> cluster_;
 };
@@ -233,21 +257,11 @@ TEST_F(RedisClusterTest, ConcurrentCallersWhileASlotMoves) {
 TEST_F(RedisClusterTest, AHungMasterFailsFastWhileTheOthersServe) {
   auto client = RedisClient::create(options("hung", "breaker_open_ms=3000&timeout_ms=500"));
   const int hung = cluster_->ports().back();
-  std::string on_hung;
-  std::string elsewhere;
-  for (int i = 0; on_hung.empty() || elsewhere.empty(); ++i) {
-    const std::string k = client->key("k" + std::to_string(i));
-    (cluster_->owner_of(redis_hash_slot(k)) == hung ? on_hung : elsewhere) = k;
-  }
+  const auto [on_hung, elsewhere] = keys_on_and_off(*client, hung);
   ASSERT_TRUE(client->run(on_hung, {"SET", on_hung, "h"}).has_value());
   ASSERT_TRUE(client->run(elsewhere, {"SET", elsewhere, "e"}).has_value());
 
-  struct Resume { // the master runs again whatever the test asserts
-    RedisCluster& cluster;
-    int port;
-    ~Resume() { cluster.resume(port); }
-  } resume{*cluster_, hung};
-  cluster_->pause(hung);
+  std::optional<PausedMaster> paused(hung);
   // At most the breaker's default threshold (3) of calls wait out the op
   // timeout (fewer when a slot-map refresh asked the hung master too).
   int timed_out = 0;
@@ -274,7 +288,7 @@ TEST_F(RedisClusterTest, AHungMasterFailsFastWhileTheOthersServe) {
     EXPECT_EQ(ok->str, "e");
     EXPECT_LT(std::chrono::steady_clock::now() - start, 250ms) << "the other masters unaffected";
   }
-  cluster_->resume(hung);
+  paused.reset();
   std::this_thread::sleep_for(3100ms);
   auto back = client->run(on_hung, {"GET", on_hung});
   ASSERT_TRUE(back.has_value()) << back.error().message;
@@ -287,19 +301,9 @@ TEST_F(RedisClusterTest, AHungMasterFailsFastWhileTheOthersServe) {
 TEST_F(RedisClusterTest, AScopeSkipsOnlyTheMasterThatDidNotAnswer) {
   auto client = RedisClient::create(options("scoped", "breaker_failures=10&timeout_ms=300"));
   const int hung = cluster_->ports().back();
-  std::string on_hung;
-  std::string elsewhere;
-  for (int i = 0; on_hung.empty() || elsewhere.empty(); ++i) {
-    const std::string k = client->key("k" + std::to_string(i));
-    (cluster_->owner_of(redis_hash_slot(k)) == hung ? on_hung : elsewhere) = k;
-  }
+  const auto [on_hung, elsewhere] = keys_on_and_off(*client, hung);
   ASSERT_TRUE(client->run(elsewhere, {"SET", elsewhere, "e"}).has_value());
-  struct Resume {
-    RedisCluster& cluster;
-    int port;
-    ~Resume() { cluster.resume(port); }
-  } resume{*cluster_, hung};
-  cluster_->pause(hung);
+  const PausedMaster paused(hung);
   const RedisCallScope request;
   auto first = client->run(on_hung, {"GET", on_hung});
   ASSERT_FALSE(first.has_value());

@@ -248,7 +248,7 @@ def test_a_run_pytorch_cannot_package_leaves_a_marker_the_next_run_compiles_with
     try:
         m = model()
         # The cold run: PyTorch's package holds no compiled function (as
-        # 2.11 on an H100 left every model measured: "Backend not found").
+        # 2.11 leaves a graph whose backend it did not record: "Backend not found").
         cold = _bundles.Bundles(session)
         cold.start()
         assert cold.before_compile(m, {})  # a cold run records precompile entries
