@@ -105,8 +105,23 @@ int free_loopback_port() {
   return ntohs(addr.sin_port);
 }
 
-RedisServer::RedisServer() : port_(free_loopback_port()) {
-  spawn();
+RedisServer::RedisServer() {
+  // Another test's server may take the free port between the check and our
+  // bind (ctest -j2): ours then exits while PING is answered by theirs, and
+  // pausing ours would stall nothing. Only a server whose process id is ours
+  // counts; else another port.
+  for (int attempt = 1;; ++attempt) {
+    port_ = free_loopback_port();
+    spawn();
+    const std::string info = RedisAdmin(port_).run({"INFO", "server"});
+    if (info.find("process_id:" + std::to_string(pid_) + "\r") != std::string::npos) {
+      return;
+    }
+    kill();
+    if (attempt == 5) {
+      throw std::runtime_error("redis-server: every port tried was another process's");
+    }
+  }
 }
 
 void RedisServer::spawn() {
