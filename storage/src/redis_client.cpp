@@ -154,22 +154,9 @@ public:
     return out;
   }
 
-  // Closed while every node can be asked, open when none can, half-open in
-  // between (some node's circuit open or probing).
   protocol::CircuitBreaker::State breaker_state() const override {
-    using State = protocol::CircuitBreaker::State;
     const std::lock_guard lock(mu_);
-    std::size_t open = 0;
-    std::size_t closed = 0;
-    for (const auto& [name, node] : nodes_) {
-      const State state = node->breaker.state();
-      open += state == State::kOpen ? 1 : 0;
-      closed += state == State::kClosed ? 1 : 0;
-    }
-    if (closed == nodes_.size()) {
-      return State::kClosed;
-    }
-    return open == nodes_.size() ? State::kOpen : State::kHalfOpen;
+    return breakers_locked();
   }
 
   Result<void> publish(std::string_view channel, std::string_view message) override {
@@ -424,7 +411,7 @@ private:
       const auto now = Clock::now();
       const bool due = !loaded_ || stale_ || now - last_refresh_ > kRefreshEvery;
       // A dead cluster is not asked again for its map on every call.
-      const bool down = all_open_locked();
+      const bool down = breakers_locked() == protocol::CircuitBreaker::State::kOpen;
       if (!due || down || refreshing_ || now < next_attempt_) {
         return;
       }
@@ -485,11 +472,22 @@ private:
     return map;
   }
 
-  // Every known node's circuit open (none known: not down). Caller holds mu_.
-  bool all_open_locked() const {
-    return !nodes_.empty() && std::all_of(nodes_.begin(), nodes_.end(), [](const auto& entry) {
-      return entry.second->breaker.state() == protocol::CircuitBreaker::State::kOpen;
-    });
+  // Over the nodes' breakers: closed while every node can be asked (or none
+  // is known yet), open when none can, half-open in between (some node's
+  // circuit open or probing). Caller holds mu_.
+  protocol::CircuitBreaker::State breakers_locked() const {
+    using State = protocol::CircuitBreaker::State;
+    std::size_t open = 0;
+    std::size_t closed = 0;
+    for (const auto& [name, node] : nodes_) {
+      const State state = node->breaker.state();
+      open += state == State::kOpen ? 1 : 0;
+      closed += state == State::kClosed ? 1 : 0;
+    }
+    if (closed == nodes_.size()) {
+      return State::kClosed;
+    }
+    return open == nodes_.size() ? State::kOpen : State::kHalfOpen;
   }
 
   // Logs a refused AUTH or a missing one once per outage (not per request).

@@ -192,6 +192,34 @@ def test_a_run_that_cannot_save_leaves_a_marker(daemon, monkeypatch):
         session.close()
 
 
+def test_a_bundle_kcached_refuses_leaves_a_marker(daemon, monkeypatch):
+    # kcached refuses the bundle (too large, say) but takes the small marker:
+    # the next run does not compile afresh for a bundle that never comes.
+    monkeypatch.setenv("KCACHE_RUN_ID", "bundle-refused-put")
+    session = Session(Settings(url=daemon.url, namespace="ci", prefetch=False))
+    try:
+        m = model()
+        cold = _bundles.Bundles(session)
+        cold.start()
+        assert cold.before_compile(m, {})
+        package = b"P" * 4096
+        monkeypatch.setattr(torch.compiler, "save_cache_artifacts", lambda: (package, object()))
+        monkeypatch.setattr(_bundles, "_usable_precompile_entries", lambda bundle: 1)
+        store = session._store
+        monkeypatch.setattr(session, "_store", lambda key, value, *rest: package not in value and store(key, value, *rest))
+        assert not cold.save()
+        assert session.stats["bundle_not_saved"] == 1 and session.stats["bundle_unsupported_puts"] == 1
+        assert session.stats.get("bundle_puts", 0) == 0
+        cold.close()
+        again = _bundles.Bundles(session)
+        again.start()
+        assert not again.before_compile(m, {})
+        assert session.stats["bundle_unsupported"] == 1
+        again.close()
+    finally:
+        session.close()
+
+
 def test_cpu_and_meta_tensors_are_not_on_an_accelerator():
     assert not _bundles._on_accelerator([torch.zeros(2), 3, None])
     assert not _bundles._on_accelerator([torch.empty(2, device="meta")])
