@@ -139,6 +139,15 @@ def _install_compile_hooks(session: Session, bundled_autotune: bool) -> None:
         _undo.append(functools.partial(setattr, module, attribute, getattr(module, attribute)))
         setattr(module, attribute, True)
         _set_env(env, "1")
+    if session.settings.keep_tuned_configs:
+        from . import _coordesc
+
+        _undo.append(_coordesc.install())
+    if session.settings.defer_compile_pool:
+        from . import _compile_pool
+
+        session.compile_pool, undo_pool = _compile_pool.install()
+        _undo.append(undo_pool)
     session.hash_details.install()
     _undo.append(session.hash_details.uninstall)
     session.prefetch_to_local_caches()

@@ -56,6 +56,12 @@ class Settings:
     # AOTAutograd lookups miss) for graphs on: "gpu" (where PyTorch 2.11
     # cannot package a graph loaded from its cache), "always" or "never".
     bundle_fresh_compile: str = "gpu"
+    # Keep the coordinate-descent configs an earlier run tuned (see _coordesc)
+    # rather than tuning each kernel again at its first launch.
+    keep_tuned_configs: bool = True
+    # Start Inductor's compile workers at the first AOTAutograd or FX-graph
+    # miss rather than before the first lookup (see _compile_pool).
+    defer_compile_pool: bool = True
     # The run's compile report (see _report): PUT at exit and every report_interval_s.
     report: bool = True
     report_interval_s: float = 60.0
@@ -76,6 +82,8 @@ class Settings:
         "prefetch_max_mb": "KCACHE_TORCH_PREFETCH_MAX_MB",
         "bundles": "KCACHE_TORCH_BUNDLES",
         "bundle_fresh_compile": "KCACHE_TORCH_BUNDLE_FRESH_COMPILE",
+        "keep_tuned_configs": "KCACHE_TORCH_KEEP_TUNED_CONFIGS",
+        "defer_compile_pool": "KCACHE_TORCH_DEFER_COMPILE_POOL",
         "report": "KCACHE_TORCH_REPORT",
         "report_interval_s": "KCACHE_TORCH_REPORT_INTERVAL_S",
     }
@@ -135,6 +143,7 @@ class Session:
         self.prefetch: Optional[Prefetch] = None
         self.bundles = None  # a _bundles.Bundles with settings.bundles, set by enable()
         self.report = None  # a _report.Report with settings.report, set by enable()
+        self.compile_pool = None  # a _compile_pool.DeferredPool with settings.defer_compile_pool, set at the hooks
         self.events = FailOpenLog(settings.url)  # one log line per state change
 
     def start_prefetch(self) -> None:
