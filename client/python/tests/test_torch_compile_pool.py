@@ -1,6 +1,7 @@
-"""Inductor's compile workers start at the first AOTAutograd or FX-graph miss
-(kcache/torch/_compile_pool), not when compile_fx first sees CUDA inputs: a
-process that hits every graph starts none."""
+"""Inductor's compile workers start when a graph compiles (an AOTAutograd miss
+or Inductor's codegen; kcache/torch/_compile_pool), not when compile_fx first
+sees CUDA inputs or a loaded graph asks for them: a process that hits every
+graph starts none."""
 
 import pytest
 from torch_support import require_torch
@@ -9,8 +10,7 @@ require_torch()
 
 import torch  # noqa: E402
 from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache  # noqa: E402
-from torch._inductor import async_compile, config  # noqa: E402
-from torch._inductor.codecache import FxGraphCache  # noqa: E402
+from torch._inductor import async_compile, compile_fx, config  # noqa: E402
 
 from kcache.torch import _compile_pool  # noqa: E402
 
@@ -59,7 +59,8 @@ def test_a_process_that_hits_every_graph_starts_no_workers(tmp_path, monkeypatch
         with config.patch(compile_threads=2):
             async_compile.AsyncCompile.wakeup()
             compile_a_graph(12)  # the same graph: every lookup hits
-        assert not deferred.started and not workers_started()
+            assert not async_compile.AsyncCompile.use_process_pool()  # what a loaded graph's kernels ask
+        assert not deferred.needed and not deferred.started and not workers_started()
     finally:
         undo()
         async_compile.shutdown_compile_workers()
@@ -73,18 +74,24 @@ def test_an_aotautograd_miss_starts_them_too(pool):
 
 def test_a_miss_before_the_wakeup_starts_them_at_the_wakeup(pool):
     compile_a_graph()
-    assert not workers_started()  # nobody asked for workers: a CPU graph
+    assert pool.needed and not workers_started()  # nobody asked for workers: a CPU graph
     async_compile.AsyncCompile.wakeup()
     assert pool.started and workers_started()
 
 
 def test_undo_puts_back_inductors_warm_up(tmp_path):
-    wakeup = async_compile.AsyncCompile.__dict__["wakeup"]
-    lookups = (FxGraphCache.__dict__["_lookup_graph"], AOTAutogradCache.__dict__["_lookup"])
-    warm = async_compile.maybe_warm_pool
+    def inductors():
+        compiler = async_compile.AsyncCompile.__dict__
+        return (
+            compiler["wakeup"],
+            compiler["use_process_pool"],
+            AOTAutogradCache.__dict__["_lookup"],
+            compile_fx.fx_codegen_and_compile,
+            async_compile.maybe_warm_pool,
+        )
+
+    before = inductors()
     _, undo = _compile_pool.install()
-    assert async_compile.AsyncCompile.__dict__["wakeup"] is not wakeup
+    assert all(a is not b for a, b in zip(inductors(), before))
     undo()
-    assert async_compile.AsyncCompile.__dict__["wakeup"] is wakeup
-    assert (FxGraphCache.__dict__["_lookup_graph"], AOTAutogradCache.__dict__["_lookup"]) == lookups
-    assert async_compile.maybe_warm_pool is warm
+    assert all(a is b for a, b in zip(inductors(), before))

@@ -1,19 +1,21 @@
 """Starts Inductor's compile-worker pool when a graph compiles, not before.
 
-Inductor wakes its pool (a sidecar process and one worker per core, each
-importing torch and Triton: 4-5 CPU-seconds on a 16-core host) as soon as
-compile_fx sees CUDA inputs (AsyncCompile.wakeup; the "inductor" backend
-called by name warms it too: maybe_warm_pool), before it knows whether any
-graph will compile. Through kcache most processes compile nothing: a warm or
-fresh node hits every AOTAutograd and FX-graph entry, and a rank of a cold
-job waits for the rank that compiles. install() holds the warm-up back until
-an AOTAutograd or FX-graph lookup misses (whatever made it miss: an empty
-cache, a bundle's saving run, the wait for another rank given up); the pool
-then starts at once, early in that compile, as Inductor would have started it.
+Inductor starts its pool (a sidecar process and one worker per core, each
+importing torch and Triton: 4-5 CPU-seconds on a 16-core host) before it
+knows whether any graph will compile: compile_fx wakes it as soon as it sees
+CUDA inputs (the "inductor" backend called by name warms it too), and
+loading a compiled graph from a cache creates it (each Triton kernel of the
+loaded module asks AsyncCompile.use_process_pool). Through kcache most
+processes compile nothing: a warm or fresh node hits every AOTAutograd and
+FX-graph entry, and a rank of a cold job waits for the rank that compiles.
 
-A kernel Inductor compiles without such a miss (a graph whose cache entry it
-bypasses) still finds a pool: Inductor starts one on first use and compiles
-in the process until it is ready.
+install() holds the pool back until a graph compiles: an AOTAutograd lookup
+that misses (the earliest sign, before AOTAutograd traces the joint graph)
+or Inductor's codegen of a graph (an FX-graph miss, or a graph whose cache
+entry Inductor bypasses). Until then use_process_pool() answers False, as
+Inductor does while its pool starts, so a kernel is loaded in the process.
+From then on Inductor's own warm-up runs, and its pool is used as without
+kcache.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from typing import Any, Callable, Optional
 
 
 class DeferredPool:
-    """Inductor's warm-up, run once both it was asked for and a graph
-    compiles (a miss)."""
+    """Whether a graph compiled yet, and Inductor's warm-up, run once both it
+    was asked for and a graph compiles."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -37,13 +39,19 @@ class DeferredPool:
             self._warm = self._warm or warm
         self._start_if_due()
 
-    def needed(self) -> None:
+    def need(self) -> None:
         with self._lock:
             self._needed = True
         self._start_if_due()
 
     @property
+    def needed(self) -> bool:
+        """A graph compiles in this process: Inductor's pool as without kcache."""
+        return self._needed
+
+    @property
     def started(self) -> bool:
+        """The warm-up Inductor asked for has run."""
         return self._started
 
     def _start_if_due(self) -> None:
@@ -55,44 +63,56 @@ class DeferredPool:
 
 
 def install() -> tuple[DeferredPool, Callable[[], None]]:
-    """Defers Inductor's pool warm-up to the first AOTAutograd or FX-graph
-    miss; returns the pool and the undo."""
+    """Defers Inductor's pool to the first graph that compiles; returns the
+    pool and the undo."""
     from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache
-    from torch._inductor import async_compile
-    from torch._inductor.codecache import FxGraphCache
+    from torch._inductor import async_compile, compile_fx
 
     pool = DeferredPool()
     compiler = async_compile.AsyncCompile
-    original_wakeup = compiler.__dict__["wakeup"]  # the classmethod object, put back as it was
+    originals = {name: compiler.__dict__[name] for name in ("wakeup", "use_process_pool")}  # classmethod objects
     original_warm = async_compile.maybe_warm_pool
+    original_codegen = compile_fx.fx_codegen_and_compile
 
     def wakeup(cls) -> None:
-        pool.asked(original_wakeup.__get__(None, cls))
+        pool.asked(originals["wakeup"].__get__(None, cls))
+
+    def use_process_pool(cls) -> bool:
+        return pool.needed and originals["use_process_pool"].__get__(None, cls)()
 
     # torch._dynamo.backends.inductor imports maybe_warm_pool at each call.
     @functools.wraps(original_warm)
     def maybe_warm_pool() -> None:
         pool.asked(original_warm)
 
-    compiler.wakeup = classmethod(wakeup)
+    @functools.wraps(original_codegen)
+    def fx_codegen_and_compile(*args, **kwargs):
+        pool.need()
+        return original_codegen(*args, **kwargs)
+
+    ours = {"wakeup": wakeup, "use_process_pool": use_process_pool}
+    for name, function in ours.items():
+        setattr(compiler, name, classmethod(function))
     async_compile.maybe_warm_pool = maybe_warm_pool
-    # AOTAutogradCache._lookup -> entry or None; FxGraphCache._lookup_graph -> (graph or None, info).
-    undo_aot = _on_miss(AOTAutogradCache, "_lookup", lambda result: result is None, pool.needed)
-    undo_fx = _on_miss(FxGraphCache, "_lookup_graph", lambda result: result[0] is None, pool.needed)
+    compile_fx.fx_codegen_and_compile = fx_codegen_and_compile
+    # AOTAutogradCache._lookup -> entry or None.
+    undo_aot = _on_miss(AOTAutogradCache, "_lookup", lambda result: result is None, pool.need)
 
     def undo() -> None:
-        undo_fx()
         undo_aot()
+        if compile_fx.fx_codegen_and_compile is fx_codegen_and_compile:
+            compile_fx.fx_codegen_and_compile = original_codegen
         if async_compile.maybe_warm_pool is maybe_warm_pool:
             async_compile.maybe_warm_pool = original_warm
-        if getattr(compiler.__dict__.get("wakeup"), "__func__", None) is wakeup:
-            compiler.wakeup = original_wakeup
+        for name, function in ours.items():
+            if getattr(compiler.__dict__.get(name), "__func__", None) is function:
+                setattr(compiler, name, originals[name])
 
     return pool, undo
 
 
-def _on_miss(cls: type, name: str, missed: Callable[[Any], bool], needed: Callable[[], None]) -> Callable[[], None]:
-    """Wraps the static lookup cls.name to call needed() when it misses."""
+def _on_miss(cls: type, name: str, missed: Callable[[Any], bool], on_miss: Callable[[], None]) -> Callable[[], None]:
+    """Wraps the static lookup cls.name to call on_miss() when it misses."""
     original = cls.__dict__[name]  # the staticmethod object, put back as it was
     function = original.__func__
 
@@ -100,7 +120,7 @@ def _on_miss(cls: type, name: str, missed: Callable[[Any], bool], needed: Callab
     def lookup(*args, **kwargs):
         result = function(*args, **kwargs)
         if missed(result):
-            needed()
+            on_miss()
         return result
 
     setattr(cls, name, staticmethod(lookup))
