@@ -319,7 +319,10 @@ class Bundles:
 
     def _load(self, sig: dict) -> None:
         wait_s = 2 * self._session.settings.timeout_ms / 1000 + 60  # a bundle may be large
-        if not self._done.wait(wait_s) or self._fetched is None:
+        started = time.monotonic()
+        done = self._done.wait(wait_s)
+        self._stats["bundle_wait_ms"] += int((time.monotonic() - started) * 1000)  # what the fetch cost the compile
+        if not done or self._fetched is None:
             self._stats["bundle_misses"] += 1
             self._all_matched = False
             return
@@ -361,11 +364,14 @@ class Bundles:
             return
         import torch
 
+        started = time.monotonic()
         try:
             info = torch.compiler.load_cache_artifacts(bundle)
         except Exception as e:  # noqa: BLE001 - PyTorch's refusal is a miss, never a crash
             self._refused(f"load_cache_artifacts raised {type(e).__name__}: {e}")
             return
+        finally:
+            self._stats["bundle_load_ms"] += int((time.monotonic() - started) * 1000)
         if info is None:
             self._refused("load_cache_artifacts found nothing in it")
             return

@@ -29,6 +29,7 @@ import json
 import os
 import sys
 import threading
+import time
 from typing import Callable, Optional
 
 MANIFEST_VERSION = 1
@@ -96,13 +97,17 @@ class Prefetch:
     def take(self, key: str) -> Optional[tuple[bytes, dict]]:
         """The prefetched (value, metadata) of key, waiting for its batch if it
         is in flight; None if the manifest does not list it or it did not come."""
-        if not self._loaded.wait(self._wait_s):
-            return None
-        with self._lock:
-            event = self._pending.get(key)
-        if event is not None and not event.wait(self._wait_s):
-            self._stats["prefetch_wait_timeouts"] += 1
-            return None
+        started = time.monotonic()
+        try:
+            if not self._loaded.wait(self._wait_s):
+                return None
+            with self._lock:
+                event = self._pending.get(key)
+            if event is not None and not event.wait(self._wait_s):
+                self._stats["prefetch_wait_timeouts"] += 1
+                return None
+        finally:  # how long lookups waited for the manifest and their batch
+            self._stats["prefetch_wait_ms"] += int((time.monotonic() - started) * 1000)
         with self._lock:
             found = self._values.pop(key, None)
         if found is not None:
