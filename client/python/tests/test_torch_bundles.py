@@ -98,6 +98,41 @@ def test_a_fresh_process_loads_the_bundle_and_skips_tracing(daemon, tmp_path):
         assert other["dynamo_cache"].get("dynamo_cache_hit", 0) == 0, name
 
 
+# Put in before the trainer runs (sitecustomize): PyTorch cannot load the
+# saved guards, as with transformers' GPT-2 and dynamic=True on PyTorch 2.11
+# (a guard source's __post_init__ installs a guard while they are unpickled,
+# outside a trace). The trainer's own file stays the same: so does its bundle key.
+UNLOADABLE_GUARDS = """
+import torch._dynamo.package as package
+
+def load_guards_state(data):
+    raise RuntimeError("TracingContext.get() must be called within an ongoing trace.")
+
+package.load_guards_state = load_guards_state
+"""
+
+
+def test_a_bundle_pytorch_cannot_install_traces_and_is_not_loaded_again(daemon, tmp_path):
+    # PyTorch 2.11 alone raises an AssertionError out of torch.compile here
+    # (its fresh start after a failed install asserts the package is new).
+    script = tmp_path / "trainer.py"
+    script.write_text(CHILD)
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(UNLOADABLE_GUARDS)
+    cold = run_child(script, tmp_path, "cold", daemon.url, 56)
+    assert cold["match"] and cold["kcache"]["bundle_misses"] == 1
+
+    path = os.pathsep.join([str(tmp_path / "site"), str(REPO / "client" / "python"), os.environ.get("PYTHONPATH", "")])
+    fresh = run_child(script, tmp_path, "fresh", daemon.url, 56, PYTHONPATH=path)
+    assert fresh["match"] and fresh["frames"] >= 1  # traced as without a bundle
+    assert fresh["kcache"]["bundle_hits"] == 1 and fresh["kcache"]["bundle_install_failures"] == 1
+    assert fresh["kcache"]["bundle_unsupported_puts"] == 1  # a marker replaces the bundle
+
+    later = run_child(script, tmp_path, "later", daemon.url, 56)
+    assert later["match"] and later["frames"] >= 1
+    assert later["kcache"]["bundle_unsupported"] == 1 and later["kcache"].get("bundle_hits", 0) == 0
+
+
 def test_a_run_that_saves_compiles_afresh_though_its_graphs_are_cached(daemon, tmp_path):
     # PyTorch 2.11 cannot package a GPU graph it loaded from the FX-graph
     # cache, so a saving run's lookups miss (on graphs on a GPU by default).

@@ -407,6 +407,25 @@ class Bundles:
         if first:
             logger.warning("kcache: compile bundles off for this run (%s: %s)", type(error).__name__, error)
 
+    def install_failed(self, error: BaseException) -> None:
+        """PyTorch could not install the loaded bundle's precompile entries
+        (their guards would not load, say): this call traces as without the
+        bundle, and a marker keeps the next runs from loading it again."""
+        with self._lock:
+            first = self._stats["bundle_install_failures"] == 0
+            self._stats["bundle_install_failures"] += 1
+            signatures = list(self._loaded or self._signatures)
+            self._all_matched = False
+            self._saved = True  # this run's package is the partial one PyTorch falls back to
+        if first:
+            logger.warning(
+                "kcache: PyTorch could not install compile bundle %s (%s: %s); tracing as without it",
+                self.key,
+                type(error).__name__,
+                error,
+            )
+            self._put_unsupported(signatures, f"PyTorch could not install it: {type(error).__name__}: {error}"[:500])
+
     def frame_left_out(self, code, error: Exception) -> None:
         """PyTorch could not package one compiled frame: it stays out of the bundle."""
         with self._lock:
@@ -561,6 +580,13 @@ def install(bundles: Bundles) -> Callable[[], None]:
         config.caching_precompile = use
         try:
             return original(model, **kwargs)
+        except Exception as e:  # noqa: BLE001 - retried below: an error of the call itself comes again
+            if not use:
+                raise
+            # PyTorch 2.11 cannot recover from an install it could not finish (module doc).
+            bundles.install_failed(e)
+            config.caching_precompile = False
+            return original(model, **kwargs)
         finally:
             config.caching_precompile = previous
 
@@ -602,6 +628,7 @@ def _tolerate_unpackageable_frames(bundles: Bundles) -> Callable[[], None]:
             bundles.frame_left_out(code, e)
 
     cls._add_user_function = add_user_function
+    undo_install = _survive_failed_installs(bundles)
     undo_guards = _tolerate_unsaveable_guards()
     try:
         undo_lookups = _fresh_compiles_when_saving(bundles)
@@ -614,9 +641,40 @@ def _tolerate_unpackageable_frames(bundles: Bundles) -> Callable[[], None]:
     def undo() -> None:
         undo_lookups()
         undo_guards()
+        undo_install()
         cls._add_user_function = original
 
     return undo
+
+
+def _survive_failed_installs(bundles: Bundles) -> Callable[[], None]:
+    """When CompilePackage.install fails (seen on the CPU with transformers'
+    GPT-2 and dynamic=True: a guard source's __post_init__ installs a guard
+    while the guards are unpickled, outside any trace), PyTorch 2.11 means to
+    log it and start a fresh package, but its fresh start asserts the package
+    is not initialized, so torch.compile raises. Undo what the install put
+    in, mark the package uninitialized and raise the RuntimeError PyTorch
+    falls back on; the bundle is marked unusable for the next runs."""
+    from torch._dynamo import package
+
+    cls = package.CompilePackage
+    original = cls.install
+
+    @functools.wraps(original)
+    def install(self, backends) -> None:
+        try:
+            original(self, backends)
+        except Exception as e:  # noqa: BLE001 - any failure: PyTorch's fresh start, as for a RuntimeError
+            bundles.install_failed(e)
+            try:
+                self.uninstall()
+            except Exception:  # noqa: BLE001 - nothing was installed yet
+                pass
+            self._initialized = False
+            raise RuntimeError(f"kcache: compile bundle not installed: {type(e).__name__}: {e}") from e
+
+    cls.install = install
+    return lambda: setattr(cls, "install", original)
 
 
 def _fresh_compiles_when_saving(bundles: Bundles) -> Callable[[], None]:
