@@ -470,6 +470,19 @@ def bench_ranks(n: int, root: Path, redis: bool = True, namespace: str | None = 
     return rows
 
 
+def warm_up_machine(n: int) -> None:
+    """n processes that import torch and transformers and open a CUDA context
+    together, thrown away: the first processes to use an idle machine's GPU
+    pay for its start (seen on the H100: every rank of the first storm took
+    20.7 s to set up and 33-34 CPU-s, against 13-14 s and 27-30 in the next),
+    which would be charged to whichever storm or reference ran first."""
+    code = "import torch, transformers; torch.ones(1, device='cuda').sum().item()"
+    started = time.monotonic()
+    procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(n)]
+    failed = [p.wait() for p in procs].count(0) != n
+    print(f"machine warmed up by {n} processes in {time.monotonic() - started:.1f} s{' (some failed)' if failed else ''}", flush=True)
+
+
 def bench_ranks_reference(n: int, root: Path) -> dict:
     """Issue 16's yardstick for a storm of n ranks: what one cold rank plus n-1
     warm-node starts cost when each runs alone (no remote cache, own dirs; the
@@ -604,6 +617,7 @@ def main() -> None:
             )
             print_models_table(rows)
         else:
+            warm_up_machine(args.ranks)
             rows = []
             for i in range(args.repeat):
                 # Every storm cold: its own namespace in kcache, Redis emptied, new dirs.
