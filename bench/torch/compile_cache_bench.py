@@ -471,12 +471,17 @@ def bench_ranks(n: int, root: Path, redis: bool = True, namespace: str | None = 
 
 
 def warm_up_machine(n: int) -> None:
-    """n processes that import torch and transformers and open a CUDA context
-    together, thrown away: the first processes to use an idle machine's GPU
-    pay for its start (seen on the H100: every rank of the first storm took
-    20.7 s to set up and 33-34 CPU-s, against 13-14 s and 27-30 in the next),
-    which would be charged to whichever storm or reference ran first."""
-    code = "import torch, transformers; torch.ones(1, device='cuda').sum().item()"
+    """n processes that do what a rank does before torch.compile (import
+    torch, Dynamo and Inductor, build GPT-2 on the GPU, one eager step),
+    thrown away: the first processes on an idle machine pay for its start
+    (seen on the H100: every rank of a call's first storm set up in 17-21 s
+    and spent 29-34 CPU-s, against 11-14 s and 26-30 in its second), which
+    would be charged to whichever storm or reference ran first."""
+    code = (
+        "import sys; sys.path.insert(0, %r)\n"
+        "import torch, torch._dynamo, torch._inductor.compile_fx, models\n"
+        "w = models.build('gpt2', 'cuda'); w.step(w.module); torch.cuda.synchronize()\n"
+    ) % str(Path(__file__).resolve().parent)
     started = time.monotonic()
     procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(n)]
     failed = [p.wait() for p in procs].count(0) != n
