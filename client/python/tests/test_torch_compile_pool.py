@@ -66,10 +66,38 @@ def test_a_process_that_hits_every_graph_starts_no_workers(tmp_path, monkeypatch
         async_compile.shutdown_compile_workers()
 
 
-def test_an_aotautograd_miss_starts_them_too(pool):
+def test_an_aotautograd_miss_starts_them_before_the_joint_graph_is_traced(pool, monkeypatch):
+    needed_at_codegen = []
+    codegen = compile_fx.fx_codegen_and_compile
+
+    def watch(*args, **kwargs):
+        needed_at_codegen.append(pool.needed)
+        return codegen(*args, **kwargs)
+
+    monkeypatch.setattr(compile_fx, "fx_codegen_and_compile", watch)
     async_compile.AsyncCompile.wakeup()
-    assert AOTAutogradCache._lookup("absent-key", True, False, [], {}, None) is None
+    compile_a_graph(20)
+    assert needed_at_codegen and needed_at_codegen[0]  # AOTAutograd's cache said "no graph" first
     assert pool.started and workers_started()
+
+
+def test_a_wakeup_after_the_start_reaches_inductor(pool):
+    calls = []
+    pool.need()
+    pool.asked(lambda: calls.append("first"))
+    pool.asked(lambda: calls.append("later"))  # a quiesced pool woken for a recompile
+    assert calls == ["first", "later"]
+
+
+def test_a_pool_already_running_is_used_at_once(pool):
+    pool.need()
+    async_compile.AsyncCompile.wakeup()
+    assert workers_started()
+    second, undo = _compile_pool.install()  # kcache enabled again in this process
+    try:
+        assert second.needed and second.started  # its kernels use the running pool
+    finally:
+        undo()
 
 
 def test_a_miss_before_the_wakeup_starts_them_at_the_wakeup(pool):
@@ -85,7 +113,7 @@ def test_undo_puts_back_inductors_warm_up(tmp_path):
         return (
             compiler["wakeup"],
             compiler["use_process_pool"],
-            AOTAutogradCache.__dict__["_lookup"],
+            AOTAutogradCache.__dict__["try_load"],
             compile_fx.fx_codegen_and_compile,
             async_compile.maybe_warm_pool,
         )

@@ -144,16 +144,27 @@ def _install_compile_hooks(session: Session, bundled_autotune: bool) -> None:
 
         _undo.append(_coordesc.install())
     if session.settings.defer_compile_pool:
-        from . import _compile_pool
-
-        session.compile_pool, undo_pool = _compile_pool.install()
-        _undo.append(undo_pool)
+        _undo.append(_defer_compile_pool(session))
     session.hash_details.install()
     _undo.append(session.hash_details.uninstall)
-    session.prefetch_to_local_caches()
+    if session.bundles is None:  # with bundles: once the bundle is known (Bundles.before_compile)
+        session.prefetch_to_local_caches()
     report = getattr(session, "report", None)
     if report is not None:  # after the hash details: a miss's explain reads them
         report.hook()
+
+
+def _defer_compile_pool(session: Session) -> Callable[[], None]:
+    """Inductor's compile workers start when a graph compiles (_compile_pool);
+    a torch without the functions it wraps keeps Inductor's own timing."""
+    from . import _compile_pool
+
+    try:
+        session.compile_pool, undo = _compile_pool.install()
+    except (AttributeError, KeyError, ImportError) as e:
+        logging.getLogger("kcache").info("kcache: compile workers start as Inductor starts them (%s: %s)", type(e).__name__, e)
+        return lambda: None
+    return undo
 
 
 def _install_failing_open(install: Callable[[], None]) -> None:
