@@ -133,6 +133,69 @@ def test_a_bundle_pytorch_cannot_install_traces_and_is_not_loaded_again(daemon, 
     assert later["kcache"]["bundle_unsupported"] == 1 and later["kcache"].get("bundle_hits", 0) == 0
 
 
+def test_a_run_that_loads_the_bundle_leaves_what_it_carries_out_of_the_manifest(daemon, tmp_path):
+    # The saving run's manifest lists the FX-graph and AOTAutograd entries it
+    # put; the bundle carries them too, so a run that loads it neither writes
+    # them to the local cache nor lists them for the next run to fetch.
+    script = tmp_path / "trainer.py"
+    script.write_text(CHILD)
+    env = {"KCACHE_RUN_ID": "bundle-manifest"}
+    cold = run_child(script, tmp_path, "cold", daemon.url, 72, **env)
+    assert cold["match"] and cold["kcache"]["fx-graph.puts"] >= 2 and cold["kcache"]["aot-autograd.puts"] == 1
+
+    fresh = run_child(script, tmp_path, "fresh", daemon.url, 72, **env)
+    assert fresh["match"] and fresh["frames"] == 0 and fresh["kcache"]["bundle_hits"] == 1
+    assert fresh["kcache"]["prefetch_listed"] >= 3
+    assert fresh["kcache"]["prefetch_covered_by_bundle"] >= 3  # 2 FX graphs and the AOTAutograd entry
+    assert fresh["kcache"].get("prefetch_local_writes", 0) == 0  # the bundle wrote them
+
+    again = run_child(script, tmp_path, "again", daemon.url, 72, **env)
+    assert again["match"] and again["frames"] == 0 and again["kcache"]["bundle_hits"] == 1
+    assert again["kcache"].get("prefetch_covered_by_bundle", 0) == 0  # not listed, so not fetched
+    assert again["kcache"].get("prefetch_bytes", 0) < fresh["kcache"]["prefetch_bytes"]
+
+
+def test_an_error_of_the_call_itself_is_the_callers_not_the_bundles(daemon, monkeypatch):
+    monkeypatch.setenv("KCACHE_RUN_ID", "bundle-user-error")
+    session = Session(Settings(url=daemon.url, namespace="ci", prefetch=False))
+    bundles = _bundles.Bundles(session)
+    bundles.start()
+    undo = _bundles.install(bundles)
+    try:
+        try:
+            torch.compile(model(), mode="no-such-mode")
+        except RuntimeError as e:
+            assert "no-such-mode" in str(e)
+        else:
+            raise AssertionError("torch.compile took an unknown mode")
+        assert session.stats.get("bundle_install_failures", 0) == 0
+        assert session.stats.get("bundle_unsupported_puts", 0) == 0  # no marker for the caller's mistake
+    finally:
+        undo()
+        session.close()
+
+
+def test_a_failed_install_is_taken_out_and_the_package_emptied():
+    import types
+
+    module = types.ModuleType("kcache_partial_install")
+    module.__dict__.update(__compiled_fn_1=1, __import_torch=torch)
+    code = (lambda: None).__code__
+    entry = types.SimpleNamespace(code_source=None)
+    package = types.SimpleNamespace(
+        _installed_globals={module: ["__compiled_fn_1", "__import_torch", "__import_torch"]},  # a name twice
+        _codes={code: entry},
+        _resume_codes={code},
+        _cached_backends={"__compiled_fn_1": object()},
+        _current_entry=entry,
+        _initialized=True,
+    )
+    _bundles._undo_partial_install(package)
+    assert "__compiled_fn_1" not in module.__dict__ and "__import_torch" not in module.__dict__
+    assert package._installed_globals == {} and package._codes == {} and package._resume_codes == set()
+    assert package._cached_backends == {} and package._current_entry is None and not package._initialized
+
+
 def test_a_run_that_saves_compiles_afresh_though_its_graphs_are_cached(daemon, tmp_path):
     # PyTorch 2.11 cannot package a GPU graph it loaded from the FX-graph
     # cache, so a saving run's lookups miss (on graphs on a GPU by default).

@@ -131,10 +131,14 @@ def test_a_miss_or_a_marked_kernel_changes_nothing(installed, tmp_path):
     assert kernel.compile_results[0].config is start and not marked(start)
     assert kernel.autotune_cache_info["autotune_cache_state"] == "miss"
 
+    # A bundle's kernel: its one config is the tuned one, marked; whatever
+    # the cache holds for that config list, it is kept.
     bundled = pickle.loads(pickle.dumps(_marked(Config({"XBLOCK": 16}))))
-    kernel = Kernel(tmp_path, [bundled])
-    kernel.recheck()
-    assert kernel.compile_results[0].config is bundled and marked(bundled)
+    kernel = Kernel(tmp_path / "bundled", [bundled])
+    (tmp_path / "bundled").mkdir()
+    kernel.cache_best([bundled], Config({"XBLOCK": 32}, num_warps=2, num_stages=1))
+    assert kernel.recheck() == []
+    assert kernel.compile_results[0].config is bundled and marked(bundled) and kernel.compiled == []
 
 
 def _marked(config):

@@ -296,6 +296,9 @@ class Bundles:
             self._signatures.append(sig)
         if index == 0:
             self._load(sig)
+            # Only now: a loaded bundle puts its own FX-graph and AOTAutograd
+            # entries in the local caches, and the prefetch skips those.
+            self._session.prefetch_to_local_caches()
         if self._unsupported is not None:
             if index < len(self._unsupported) and self._unsupported[index] == sig:
                 return False  # as with bundles off
@@ -321,7 +324,7 @@ class Bundles:
         wait_s = 2 * self._session.settings.timeout_ms / 1000 + 60  # a bundle may be large
         started = time.monotonic()
         done = self._done.wait(wait_s)
-        self._stats["bundle_wait_ms"] += int((time.monotonic() - started) * 1000)  # what the fetch cost the compile
+        self._stats["bundle_wait_ms"] += (time.monotonic() - started) * 1000  # what the fetch cost the compile
         if not done or self._fetched is None:
             self._stats["bundle_misses"] += 1
             self._all_matched = False
@@ -371,11 +374,15 @@ class Bundles:
             self._refused(f"load_cache_artifacts raised {type(e).__name__}: {e}")
             return
         finally:
-            self._stats["bundle_load_ms"] += int((time.monotonic() - started) * 1000)
+            self._stats["bundle_load_ms"] += (time.monotonic() - started) * 1000
         if info is None:
             self._refused("load_cache_artifacts found nothing in it")
             return
         self._loaded = signatures
+        if self._session.prefetch is not None:
+            self._session.prefetch.covered_by_bundle(
+                {*info.artifacts.get("inductor", ()), *info.artifacts.get("aot_autograd", ())}
+            )
         self._stats["bundle_hits"] += 1
         self._stats["bundle_bytes"] += len(value)
         self._stats["bundle_precompile_entries"] += len(info.artifacts.get("precompile", []))
@@ -406,6 +413,10 @@ class Bundles:
             self._stats["bundle_errors"] += 1
         if first:
             logger.warning("kcache: compile bundles off for this run (%s: %s)", type(error).__name__, error)
+
+    @property
+    def install_failures(self) -> int:
+        return self._stats["bundle_install_failures"]
 
     def install_failed(self, error: BaseException) -> None:
         """PyTorch could not install the loaded bundle's precompile entries
@@ -578,13 +589,14 @@ def install(bundles: Bundles) -> Callable[[], None]:
             use = False
         previous = config.caching_precompile
         config.caching_precompile = use
+        failures = bundles.install_failures
         try:
             return original(model, **kwargs)
-        except Exception as e:  # noqa: BLE001 - retried below: an error of the call itself comes again
-            if not use:
-                raise
-            # PyTorch 2.11 cannot recover from an install it could not finish (module doc).
-            bundles.install_failed(e)
+        except Exception:
+            if not use or bundles.install_failures == failures:
+                raise  # the call's own error, not the bundle's
+            # The bundle's install failed and PyTorch still could not start
+            # afresh (_survive_failed_installs): as without precompile.
             config.caching_precompile = False
             return original(model, **kwargs)
         finally:
@@ -666,15 +678,43 @@ def _survive_failed_installs(bundles: Bundles) -> Callable[[], None]:
             original(self, backends)
         except Exception as e:  # noqa: BLE001 - any failure: PyTorch's fresh start, as for a RuntimeError
             bundles.install_failed(e)
-            try:
-                self.uninstall()
-            except Exception:  # noqa: BLE001 - nothing was installed yet
-                pass
-            self._initialized = False
+            _undo_partial_install(self)
             raise RuntimeError(f"kcache: compile bundle not installed: {type(e).__name__}: {e}") from e
 
     cls.install = install
     return lambda: setattr(cls, "install", original)
+
+
+def _undo_partial_install(package: Any) -> None:
+    """What CompilePackage.install put in before it failed, taken out, and
+    the package emptied and uninitialized, so PyTorch's fresh start records
+    a new one: the globals it installed (popped whether or not a name came
+    twice) and the precompile entries on every code it may have reached.
+    Functions it marked to skip (trivial ones, with no graph) stay skipped."""
+    from torch._C._dynamo.eval_frame import _reset_precompile_entries
+    from torch._dynamo.package import _lookup_code
+
+    for module, names in getattr(package, "_installed_globals", {}).items():
+        for name in names:
+            module.__dict__.pop(name, None)
+    package._installed_globals = {}
+    for code, entry in list(getattr(package, "_codes", {}).items()):
+        targets = [code]
+        if entry.code_source:
+            try:
+                targets.append(_lookup_code(entry))
+            except Exception:  # noqa: BLE001 - not found: nothing was installed on it
+                pass
+        for target in targets:
+            try:
+                _reset_precompile_entries(target)
+            except Exception:  # noqa: BLE001 - no entries on it
+                pass
+    package._codes = {}
+    package._resume_codes = set()
+    package._cached_backends = {}
+    package._current_entry = None
+    package._initialized = False
 
 
 def _fresh_compiles_when_saving(bundles: Bundles) -> Callable[[], None]:

@@ -32,6 +32,8 @@ import threading
 import time
 from typing import Callable, Optional
 
+from . import _keys
+
 MANIFEST_VERSION = 1
 _BATCH_BYTES = 16 << 20  # one /v1/batch/get answer stays well inside a request timeout
 _BATCH_KEYS = 1000  # kcached accepts 10,000
@@ -82,6 +84,7 @@ class Prefetch:
         self._pending: dict[str, threading.Event] = {}  # listed keys whose batch is in flight
         self._values: dict[str, tuple[bytes, dict]] = {}  # fetched, not yet used
         self._used: dict[str, tuple[int, dict]] = {}  # read or written by this run, in order
+        self._covered: frozenset[str] = frozenset()  # Inductor keys a loaded compile bundle carries
         self._dirty = False
         self._loaded = threading.Event()
         self._stop = threading.Event()
@@ -107,7 +110,7 @@ class Prefetch:
                 self._stats["prefetch_wait_timeouts"] += 1
                 return None
         finally:  # how long lookups waited for the manifest and their batch
-            self._stats["prefetch_wait_ms"] += int((time.monotonic() - started) * 1000)
+            self._stats["prefetch_wait_ms"] += (time.monotonic() - started) * 1000
         with self._lock:
             found = self._values.pop(key, None)
         if found is not None:
@@ -120,6 +123,28 @@ class Prefetch:
             self._used[key] = (size, metadata)
             if key not in self._listed:
                 self._dirty = True
+
+    def covered_by_bundle(self, inductor_keys: set[str]) -> None:
+        """A loaded compile bundle put these FX-graph and AOTAutograd entries
+        (Inductor's keys) in the local caches itself: they are neither
+        written there nor kept in memory, and the manifest drops them, so
+        the next run that loads the bundle does not fetch them beside it."""
+        with self._lock:
+            self._covered = frozenset(inductor_keys)
+            covered = [k for k in self._values if self._is_covered(k)]
+            for key in covered:
+                del self._values[key]
+            written = [k for k in self._used if self._is_covered(k)]  # before the bundle loaded
+            for key in written:
+                del self._used[key]
+            self._stats["prefetch_covered_by_bundle"] += len(covered) + len(written)
+            self._dirty = self._dirty or any(self._is_covered(k) for k in self._listed)
+
+    def _is_covered(self, key: str) -> bool:
+        """Whether kcache's entry key ("torch:<namespace>:<Inductor's remote key>") is one the bundle carries."""
+        if not self._covered:
+            return False
+        return _keys.split_inductor_key(key.split(":", 2)[-1])[1] in self._covered
 
     # -------------------------------------------------------------- manifest
 
@@ -200,6 +225,9 @@ class Prefetch:
     def _local(self, key: str, value: bytes, metadata: dict) -> bool:
         """Writes a fetched entry to Inductor's local cache (the caller holds
         the lock); a written entry counts as used by this run."""
+        if self._is_covered(key):
+            self._stats["prefetch_covered_by_bundle"] += 1
+            return True  # the bundle put it there: handled, and not used by this run
         if self._write_local is None:
             return False
         try:
@@ -230,7 +258,8 @@ class Prefetch:
             merged = dict(self._used)
             if not served:
                 for key, entry in self._listed.items():
-                    merged.setdefault(key, entry)
+                    if not self._is_covered(key):
+                        merged.setdefault(key, entry)
             entries = [[k, n, m] for k, (n, m) in list(merged.items())[: self._max_keys]]
             self._listed = {k: (n, m) for k, n, m in entries}
         body = json.dumps({"version": MANIFEST_VERSION, "entries": entries}, separators=(",", ":"))
