@@ -484,7 +484,14 @@ def warm_up_machine(n: int) -> None:
     ) % str(Path(__file__).resolve().parent)
     started = time.monotonic()
     procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(n)]
-    failed = [p.wait() for p in procs].count(0) != n
+    failed = False
+    for p in procs:
+        try:
+            failed |= p.wait(timeout=max(1.0, 300 - (time.monotonic() - started))) != 0
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            failed = True
     print(f"machine warmed up by {n} processes in {time.monotonic() - started:.1f} s{' (some failed)' if failed else ''}", flush=True)
 
 
