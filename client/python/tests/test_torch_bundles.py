@@ -267,6 +267,17 @@ def test_only_rank_0_compiles_afresh_and_saves(daemon, monkeypatch):
         session.close()
 
 
+def next_run_reads_the_marker(session: Session, m) -> None:
+    """The next run of the same signatures finds the marker: precompile off,
+    nothing recorded, no lookup made to miss."""
+    again = _bundles.Bundles(session)
+    again.start()
+    assert not again.before_compile(m, {})
+    assert session.stats["bundle_unsupported"] == 1
+    assert not again.skips_lookup([torch.zeros(1)])
+    again.close()
+
+
 def test_a_run_that_cannot_save_leaves_a_marker(daemon, monkeypatch):
     # One function compiled with two settings: no bundle, and a marker, so the
     # next run of these signatures does not compile afresh again.
@@ -281,11 +292,7 @@ def test_a_run_that_cannot_save_leaves_a_marker(daemon, monkeypatch):
         assert not cold.save()
         assert session.stats["bundle_not_saved"] == 1 and session.stats["bundle_unsupported_puts"] == 1
         cold.close()
-        again = _bundles.Bundles(session)
-        again.start()
-        assert not again.before_compile(m, {})  # the marker's: precompile off, nothing recorded
-        assert not again.skips_lookup([torch.zeros(1)])
-        again.close()
+        next_run_reads_the_marker(session, m)
     finally:
         session.close()
 
@@ -309,11 +316,7 @@ def test_a_bundle_kcached_refuses_leaves_a_marker(daemon, monkeypatch):
         assert session.stats["bundle_not_saved"] == 1 and session.stats["bundle_unsupported_puts"] == 1
         assert session.stats.get("bundle_puts", 0) == 0
         cold.close()
-        again = _bundles.Bundles(session)
-        again.start()
-        assert not again.before_compile(m, {})
-        assert session.stats["bundle_unsupported"] == 1
-        again.close()
+        next_run_reads_the_marker(session, m)
     finally:
         session.close()
 

@@ -61,13 +61,7 @@ def _keep_mark_when_unpickled() -> Callable[[], None]:
         if state.get(_MARK):
             setattr(self, _MARK, True)
 
-    Config.__setstate__ = __setstate__
-
-    def undo() -> None:
-        if Config.__setstate__ is __setstate__:
-            Config.__setstate__ = original
-
-    return undo
+    return _replace(Config, "__setstate__", __setstate__)
 
 
 def _loses_mark(config_class: Any) -> bool:
@@ -92,11 +86,18 @@ def _apply_cached_best_on_load() -> Callable[[], None]:
         except Exception as e:  # noqa: BLE001 - at worst the kernel is tuned again
             _log.debug("kcache: cached coordinate-descent config not applied (%s: %s)", type(e).__name__, e)
 
-    autotuner.recheck_autotune_cache = recheck_autotune_cache
+    return _replace(autotuner, "recheck_autotune_cache", recheck_autotune_cache)
+
+
+def _replace(owner: Any, name: str, ours: Callable) -> Callable[[], None]:
+    """Sets owner.name to ours; the undo puts the original back unless
+    someone replaced ours since."""
+    original = owner.__dict__[name]
+    setattr(owner, name, ours)
 
     def undo() -> None:
-        if autotuner.recheck_autotune_cache is recheck_autotune_cache:
-            autotuner.recheck_autotune_cache = original
+        if owner.__dict__.get(name) is ours:
+            setattr(owner, name, original)
 
     return undo
 
