@@ -37,7 +37,12 @@ model = torch.nn.Sequential(
 )
 x = torch.randn(16, 32)
 compiled = torch.compile(model, backend=backend) if backend != "inductor" else torch.compile(model)
+import os
+if os.environ.get("CHILD_FIRST_BATCH"):  # a first call unlike the saving run's
+    compiled(torch.randn(int(os.environ["CHILD_FIRST_BATCH"]), 32))
 compiled(x).square().mean().backward()
+if os.environ.get("CHILD_LATER_BATCH"):  # a later call with a new shape
+    compiled(torch.randn(int(os.environ["CHILD_LATER_BATCH"]), 32))
 grads = [p.grad.clone() for p in model.parameters()]
 model.zero_grad()
 model(x).square().mean().backward()
@@ -131,6 +136,42 @@ def test_a_bundle_pytorch_cannot_install_traces_and_is_not_loaded_again(daemon, 
     later = run_child(script, tmp_path, "later", daemon.url, 56)
     assert later["match"] and later["frames"] >= 1
     assert later["kcache"]["bundle_unsupported"] == 1 and later["kcache"].get("bundle_hits", 0) == 0
+
+
+def test_a_bundle_that_misses_its_first_call_is_replaced_by_a_marker(daemon, tmp_path):
+    # Its compiled function's guards fail the first call (here: another batch
+    # size; on the GPU: GPT-2 with dynamic=True, whose reloaded guards cannot
+    # pass): loading it only costs, so the next runs do not.
+    script = tmp_path / "trainer.py"
+    script.write_text(CHILD)
+    env = {"KCACHE_RUN_ID": "bundle-first-call"}
+    cold = run_child(script, tmp_path, "cold", daemon.url, 40, **env)
+    assert cold["match"] and cold["kcache"]["bundle_misses"] == 1  # put at exit
+
+    fresh = run_child(script, tmp_path, "fresh", daemon.url, 40, CHILD_FIRST_BATCH="24", **env)
+    assert fresh["match"] and fresh["frames"] >= 1
+    assert fresh["kcache"]["bundle_hits"] == 1 and fresh["kcache"]["bundle_first_call_misses"] == 1
+    assert fresh["kcache"]["bundle_unsupported_puts"] == 1
+
+    later = run_child(script, tmp_path, "later", daemon.url, 40, **env)
+    assert later["match"] and later["frames"] >= 1
+    assert later["kcache"]["bundle_unsupported"] == 1 and later["kcache"].get("bundle_hits", 0) == 0
+
+
+def test_a_bundle_that_served_its_first_call_is_kept_when_a_later_one_recompiles(daemon, tmp_path):
+    script = tmp_path / "trainer.py"
+    script.write_text(CHILD)
+    env = {"KCACHE_RUN_ID": "bundle-later-shape"}
+    cold = run_child(script, tmp_path, "cold", daemon.url, 44, **env)
+    assert cold["match"] and cold["kcache"]["bundle_misses"] == 1  # put at exit
+
+    fresh = run_child(script, tmp_path, "fresh", daemon.url, 44, CHILD_LATER_BATCH="24", **env)
+    assert fresh["match"] and fresh["frames"] >= 1  # the new shape is traced
+    assert fresh["kcache"]["bundle_hits"] == 1 and fresh["kcache"].get("bundle_first_call_misses", 0) == 0
+    assert fresh["kcache"].get("bundle_unsupported_puts", 0) == 0
+
+    later = run_child(script, tmp_path, "later", daemon.url, 44, **env)
+    assert later["match"] and later["frames"] == 0 and later["kcache"]["bundle_hits"] == 1
 
 
 def test_a_run_that_loads_the_bundle_leaves_what_it_carries_out_of_the_manifest(daemon, tmp_path):

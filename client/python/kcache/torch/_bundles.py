@@ -45,6 +45,13 @@ neither save nor skip lookups, so they still share compiles through kcache.
 A run that cannot save (one function compiled with two settings, or kcached
 refusing the bundle) leaves a marker, so the next runs do not pay again.
 
+A loaded bundle whose compiled functions' guards fail the very first call
+(Dynamo traces a function the bundle has entries for before any of its
+compiled functions ran) is replaced by a marker too: loading it would cost
+every later run and serve none. One that served its first call and misses a
+later one (a new shape) is kept. A process that loaded a bundle and traces
+again gets Dynamo global names past the bundle's (see _names_after_the_package).
+
 A later torch.compile call whose signature differs from the saving run's call
 at the same position compiles without precompile (it traces; FX graph and
 AOTAutograd entries are keyed by content and stay sound). A bundle PyTorch
@@ -59,10 +66,12 @@ import atexit
 import functools
 import hashlib
 import inspect
+import itertools
 import json
 import logging
 import os
 import platform
+import re
 import sys
 import threading
 import time
@@ -259,6 +268,8 @@ class Bundles:
         self._unsupported: Optional[list[dict]] = None
         self._marker_covers_all = True
         self._all_matched = True
+        self._served = False  # a compiled function of the loaded bundle ran
+        self._first_call_missed = False
         self._saved = False
         # This run compiles a call with precompile that no loaded bundle
         # covers: it will save, so its graphs compile afresh (module doc).
@@ -360,8 +371,7 @@ class Bundles:
                 self._unsupported = signatures
             self._stats["bundle_unsupported"] += 1
             logger.info(
-                "kcache: PyTorch packaged no compiled function of this model before (%s); "
-                "compiling without caching precompile",
+                "kcache: no usable compile bundle for this model (%s); compiling without caching precompile",
                 header["unsupported"],
             )
             return
@@ -436,6 +446,41 @@ class Bundles:
                 error,
             )
             self._put_unsupported(signatures, f"PyTorch could not install it: {type(error).__name__}: {error}"[:500])
+
+    @property
+    def judging_first_call(self) -> bool:
+        """Whether a loaded bundle has yet to show that its entries serve this run."""
+        return self._loaded is not None and not self._served and not self._first_call_missed
+
+    def first_call_served(self) -> None:
+        """A compiled function of the loaded bundle ran: its guards passed."""
+        self._served = True
+
+    def first_call_missed(self, code, reason: str) -> None:
+        """Dynamo traces a function the loaded bundle has entries for before
+        any compiled function of the bundle ran: their guards failed the
+        first call (a PyTorch guard that cannot pass after a reload, as with
+        GPT-2 and dynamic=True on 2.11, or inputs unlike the saving run's).
+        Loading it costs every later run too, so a marker replaces it: the
+        next runs compile without precompile, and one after the marker's day
+        saves a new bundle. A bundle that served its first call and misses a
+        later one (a new shape) is kept."""
+        with self._lock:
+            if self._served or self._first_call_missed:
+                return
+            self._first_call_missed = True
+            self._stats["bundle_first_call_misses"] += 1
+            signatures = list(self._loaded or self._signatures)
+            self._all_matched = False
+            self._saved = True  # this run traced beside a loaded bundle: nothing fresh to package
+        logger.warning(
+            "kcache: compile bundle %s did not serve the first call of %s (guard failed: %s); "
+            "tracing, and the next runs compile without it",
+            self.key,
+            code.co_name,
+            reason,
+        )
+        self._put_unsupported(signatures, f"its guards failed the first call of {code.co_name}: {reason}"[:500])
 
     def frame_left_out(self, code, error: Exception) -> None:
         """PyTorch could not package one compiled frame: it stays out of the bundle."""
@@ -643,6 +688,14 @@ def _tolerate_unpackageable_frames(bundles: Bundles) -> Callable[[], None]:
     undo_install = _survive_failed_installs(bundles)
     undo_guards = _tolerate_unsaveable_guards()
     try:
+        undo_judge = _judge_first_calls(bundles)
+    except (ImportError, AttributeError) as e:  # another torch: a bundle that misses is not replaced
+        logger.info("kcache: cannot tell whether a loaded compile bundle serves its first call (%s)", e)
+
+        def undo_judge() -> None:
+            return None
+
+    try:
         undo_lookups = _fresh_compiles_when_saving(bundles)
     except (ImportError, AttributeError, KeyError) as e:  # another torch: bundles as before, said once
         logger.warning("kcache: cannot make a saving run compile afresh (%s: %s); GPU bundles may be empty", type(e).__name__, e)
@@ -652,6 +705,7 @@ def _tolerate_unpackageable_frames(bundles: Bundles) -> Callable[[], None]:
 
     def undo() -> None:
         undo_lookups()
+        undo_judge()
         undo_guards()
         undo_install()
         cls._add_user_function = original
@@ -680,9 +734,106 @@ def _survive_failed_installs(bundles: Bundles) -> Callable[[], None]:
             bundles.install_failed(e)
             _undo_partial_install(self)
             raise RuntimeError(f"kcache: compile bundle not installed: {type(e).__name__}: {e}") from e
+        try:
+            _names_after_the_package(self)
+        except Exception as e:  # noqa: BLE001 - a later trace may then collide, as in PyTorch alone
+            logger.warning("kcache: cannot move Dynamo's global names past the compile bundle's: %s", e)
+        try:
+            _note_first_backend_call(self, bundles)
+        except Exception as e:  # noqa: BLE001 - a bundle that misses is then kept, as before
+            logger.debug("kcache: cannot watch the compile bundle's first call: %s", e)
 
     cls.install = install
     return lambda: setattr(cls, "install", original)
+
+
+# The number Dynamo's unique_id() put in a global's name: its last one,
+# before the uuid of a compiled function's name.
+_UNIQUE_NUMBER = re.compile(r"_(\d+)(?:_[0-9a-f]{8}(?:_[0-9a-f]{4}){3}_[0-9a-f]{12})?$")
+
+
+def _names_after_the_package(package: Any) -> None:
+    """Dynamo names the globals it installs (the builtins dict of a frame's
+    guards, resume functions, compiled functions) from one counter per
+    process. The installed package brings the saving process's names, so a
+    later trace in a module it touched (a recompile for a new shape) made the
+    same name and asserted it was free (PyTorch 2.11: "assert name not in
+    scope" out of torch.compile'd code). The counter moves past every
+    numbered dunder name in those modules; a number skipped costs nothing."""
+    from torch._dynamo import bytecode_transformation
+
+    modules = set(package._installed_globals)
+    modules.update(sys.modules[e.python_module] for e in package._codes.values() if e.python_module in sys.modules)
+    highest = -1
+    for module in modules:
+        for name in list(module.__dict__):
+            if name.startswith("__") and (found := _UNIQUE_NUMBER.search(name)):
+                highest = max(highest, int(found.group(1)))
+    current = next(bytecode_transformation._unique_id_counter)
+    bytecode_transformation._unique_id_counter = itertools.count(max(current, highest + 1))
+
+
+def _note_first_backend_call(package: Any, bundles: Bundles) -> None:
+    """Each compiled function (backend) the package installed as a module
+    global tells bundles when it first runs, then puts the installed one
+    back: Dynamo's code for an entry whose guards passed calls it by name."""
+    if not bundles.judging_first_call:
+        return
+    backend_ids = {b for entry in package._codes.values() if not entry.bypassed for b in entry.backend_ids}
+    for module, names in package._installed_globals.items():
+        for name in set(names) & backend_ids:
+            installed = module.__dict__.get(name)
+            if installed is not None:
+                module.__dict__[name] = _first_call_note(module, name, installed, bundles)
+
+
+def _first_call_note(module: Any, name: str, installed: Callable, bundles: Bundles) -> Callable:
+    import torch
+
+    def first_call(*args, **kwargs):
+        if module.__dict__.get(name) is note:  # not reinstalled meanwhile
+            module.__dict__[name] = installed
+        bundles.first_call_served()
+        return installed(*args, **kwargs)
+
+    # Disabled as PyTorch's own installed backend is: Dynamo must not trace it.
+    note = torch._dynamo.disable(first_call)
+    return note
+
+
+def _judge_first_calls(bundles: Bundles) -> Callable[[], None]:
+    """Dynamo converts a frame only when no cache or precompile entry of its
+    code passed its guards: a code with precompile entries converted before
+    any of the bundle's compiled functions ran is a bundle that missed its
+    first call (Bundles.first_call_missed)."""
+    from torch._C._dynamo.eval_frame import _debug_get_precompile_entries
+    from torch._dynamo import convert_frame
+
+    cls = convert_frame.ConvertFrameAssert
+    original = cls.__call__
+
+    @functools.wraps(original)
+    def call(self, frame, *args, **kwargs):
+        if bundles.judging_first_call:
+            try:
+                entries = _debug_get_precompile_entries(frame.f_code)
+            except Exception:  # noqa: BLE001 - no entries readable: nothing to judge
+                entries = []
+            if entries:
+                bundles.first_call_missed(frame.f_code, _first_guard_failure(entries[0], frame))
+        return original(self, frame, *args, **kwargs)
+
+    cls.__call__ = call
+    return lambda: setattr(cls, "__call__", original)
+
+
+def _first_guard_failure(entry: Any, frame: Any) -> str:
+    """The first failing guard of a precompile entry, for the log and the marker."""
+    try:
+        parts = entry.guard_manager.check_verbose(frame.f_locals).verbose_code_parts
+        return str(parts[0])[:200] if parts else "unknown"
+    except Exception as e:  # noqa: BLE001 - a reason is an aid, not a result
+        return f"unknown ({type(e).__name__})"
 
 
 def _undo_partial_install(package: Any) -> None:
