@@ -237,6 +237,36 @@ def test_a_failed_install_is_taken_out_and_the_package_emptied():
     assert package._cached_backends == {} and package._current_entry is None and not package._initialized
 
 
+def test_dynamo_names_move_past_the_installed_package():
+    import sys
+    import types
+    import uuid
+
+    from torch._dynamo.bytecode_transformation import unique_id
+
+    def number(name: str) -> int:
+        return int(name.rsplit("_", 1)[1])
+
+    base = number(unique_id("__builtins_dict__")) + 1000  # past whatever this process traced
+    compiled = f"__compiled_fn_{base + 1}_" + str(uuid.uuid4()).replace("-", "_")  # a uuid's digits are not it
+    installed = types.ModuleType("kcache_installed_names")
+    installed.__dict__.update({compiled: 1, f"__resume_at_30_{base}": 2, "__import_torch": torch})
+    guards_only = types.ModuleType("kcache_guard_names")  # reached only as an entry's module
+    guards_only.__dict__.update({f"__builtins_dict___{base + 3}": {}, f"plain_name_{base + 9}": 3})
+    sys.modules[guards_only.__name__] = guards_only
+    try:
+        package = types.SimpleNamespace(
+            _installed_globals={installed: [compiled, f"__resume_at_30_{base}", "__import_torch"]},
+            _codes={(lambda: None).__code__: types.SimpleNamespace(python_module=guards_only.__name__)},
+        )
+        _bundles._names_after_the_package(package)
+    finally:
+        del sys.modules[guards_only.__name__]
+    assert number(unique_id("__builtins_dict__")) == base + 4
+    _bundles._names_after_the_package(types.SimpleNamespace(_installed_globals={}, _codes={}))
+    assert number(unique_id("__builtins_dict__")) == base + 5  # never moves back
+
+
 def test_a_run_that_saves_compiles_afresh_though_its_graphs_are_cached(daemon, tmp_path):
     # PyTorch 2.11 cannot package a GPU graph it loaded from the FX-graph
     # cache, so a saving run's lookups miss (on graphs on a GPU by default).
