@@ -16,6 +16,9 @@ For each model, the phases (Inductor's and Triton's local cache dirs as named):
   cold, kcache+bundles empty dirs F, KCACHE_TORCH_BUNDLES=1: compiles with
                        caching_precompile and puts its Mega-Cache bundle
   fresh node, bundles  empty dirs G: loads that bundle, skips Dynamo tracing
+  warm, PyTorch alone  (--pytorch-warm) dirs H, filled by a cold run without any
+                       remote cache: the job restarted on its own warm node with
+                       PyTorch's local caches only (no kcache in the process)
 "first step ready" is the first compiled step's wall time (compile + run);
 "whole process" also counts starting Python, importing torch, building the
 model and its eager reference. Ratios are warm-same-node / phase, so a fresh
@@ -315,6 +318,7 @@ def bench_models(
     bundles: bool = True,
     plain_fresh: bool = True,
     prefetch_fresh: bool = True,
+    pytorch_warm: bool = False,
     progress=None,
 ) -> list[dict]:
     rows = []
@@ -326,6 +330,8 @@ def bench_models(
         if redis:
             results["cold, Redis on"] = phase(name, "redis", d / "B", "cold, Redis on")
         results["cold, kcache on"] = phase(name, "kcache", d / "A", "cold, kcache on")
+        if pytorch_warm:
+            results["cold, PyTorch alone"] = phase(name, "none", d / "H", "cold, PyTorch alone")
         if use_bundles:
             # Where PyTorch's caching precompile fails for a model, say so and go on.
             try:
@@ -340,9 +346,11 @@ def bench_models(
         # remote-cache switches are part of Inductor's FX key), and a fresh
         # node (new empty dirs each time) through kcache, without and with
         # the run manifest's prefetch (the cold run wrote the manifest).
-        warm, redis_fresh, fresh, prefetched, bundled = [], [], [], [], []
+        warm, redis_fresh, fresh, prefetched, bundled, alone = [], [], [], [], [], []
         for i in range(repeat):
             warm.append(phase(name, "kcache", d / "A", "warm, same node"))
+            if pytorch_warm:
+                alone.append(phase(name, "none", d / "H", "warm, PyTorch alone"))
             if redis:
                 redis_fresh.append(phase(name, "redis", d / f"C{i}", "fresh node, Redis"))
             if plain_fresh:
@@ -352,6 +360,8 @@ def bench_models(
             if use_bundles:
                 bundled.append(phase(name, "kcache", d / f"G{i}", "fresh node, kcache+bundles", bundles_env(name)))
         results["warm, same node"] = median_of(warm)
+        if pytorch_warm:
+            results["warm, PyTorch alone"] = median_of(alone)
         if redis:
             results["fresh node, Redis"] = median_of(redis_fresh)
         if plain_fresh:
@@ -379,6 +389,16 @@ def bench_models(
             rows.append(r)
         # A model's rows as soon as it is done: a run stopped by a time limit keeps them.
         print_models_table([r for r in rows if r["model"] == name])
+        if pytorch_warm:
+            alone_s = results["warm, PyTorch alone"]["ready_s"]
+            print(
+                "  against PyTorch's own warm node ("
+                + ", ".join(
+                    f"{label}: {alone_s / r['ready_s']:.2f}x" for label, r in results.items() if label.startswith("fresh")
+                )
+                + ")",
+                flush=True,
+            )
         if progress is not None:
             progress(rows)
     return rows
@@ -597,6 +617,9 @@ def main() -> None:
     m.add_argument("--no-bundles", action="store_true", help="skip the Mega-Cache bundle phases")
     m.add_argument("--no-plain-fresh", action="store_true", help="skip the fresh-node phase without prefetch")
     m.add_argument("--no-prefetch-fresh", action="store_true", help="skip the fresh-node phase with prefetch only")
+    m.add_argument(
+        "--pytorch-warm", action="store_true", help="also the warm node with PyTorch's local caches alone (no kcache)"
+    )
     r = sub.add_parser("ranks")
     r.add_argument("--ranks", type=int, default=4)
     r.add_argument("--repeat", type=int, default=1, help="storms, each cold (its own namespace and dirs)")
@@ -625,6 +648,7 @@ def main() -> None:
                 bundles=not args.no_bundles,
                 plain_fresh=not args.no_plain_fresh,
                 prefetch_fresh=not args.no_prefetch_fresh,
+                pytorch_warm=args.pytorch_warm,
                 progress=save,
             )
             print_models_table(rows)

@@ -7,6 +7,7 @@
 #                                                          redis-server and the redis
 #                                                          wheel -> .device/torch
 #   scripts/device/torch_compile_cache.sh run models [--models resnet50,mlp] [--no-bundles] [--no-plain-fresh] [--no-prefetch-fresh]
+#                                          [--pytorch-warm]
 #                                          [--no-redis] [--repeat 3] [--profile-dir "$OUT/prof"]
 #   scripts/device/torch_compile_cache.sh run ranks [--ranks 4] [--repeat 3] [--no-redis]
 #
