@@ -45,12 +45,14 @@ neither save nor skip lookups, so they still share compiles through kcache.
 A run that cannot save (one function compiled with two settings, or kcached
 refusing the bundle) leaves a marker, so the next runs do not pay again.
 
-A loaded bundle whose compiled functions' guards fail the very first call
-(Dynamo traces a function the bundle has entries for before any of its
-compiled functions ran) is replaced by a marker too: loading it would cost
-every later run and serve none. One that served its first call and misses a
-later one (a new shape) is kept. A process that loaded a bundle and traces
-again gets Dynamo global names past the bundle's (see _names_after_the_package).
+A loaded bundle with a function whose entries served no call of a whole run
+(Dynamo traced it although the bundle has entries for it, and none of its
+compiled functions ever ran: a guard that cannot pass after a reload, as with
+GPT-2 and dynamic=True on 2.11) is replaced by a marker at exit too: loading
+it would cost every later run what it cost this one. A function that missed
+a call and served another (a warm-up batch, a new shape) keeps the bundle.
+Dynamo's global names move past the bundle's when it loads (see
+_names_after_the_bundle).
 
 A later torch.compile call whose signature differs from the saving run's call
 at the same position compiles without precompile (it traces; FX graph and
@@ -268,8 +270,10 @@ class Bundles:
         self._unsupported: Optional[list[dict]] = None
         self._marker_covers_all = True
         self._all_matched = True
-        self._served = False  # a compiled function of the loaded bundle ran
-        self._first_call_missed = False
+        # Bundled functions (_code_key) whose compiled functions ran, and those
+        # Dynamo traced though the bundle has entries for them (-> first failing guard).
+        self._served: set[tuple] = set()
+        self._missed: dict[tuple, str] = {}
         self._saved = False
         # This run compiles a call with precompile that no loaded bundle
         # covers: it will save, so its graphs compile afresh (module doc).
@@ -388,6 +392,10 @@ class Bundles:
         if info is None:
             self._refused("load_cache_artifacts found nothing in it")
             return
+        try:
+            _names_after_the_bundle(bundle)
+        except Exception as e:  # noqa: BLE001 - a later trace may then collide, as in PyTorch alone
+            logger.warning("kcache: cannot move Dynamo's global names past the compile bundle's: %s", e)
         self._loaded = signatures
         if self._session.prefetch is not None:
             self._session.prefetch.covered_by_bundle(
@@ -435,9 +443,6 @@ class Bundles:
         with self._lock:
             first = self._stats["bundle_install_failures"] == 0
             self._stats["bundle_install_failures"] += 1
-            signatures = list(self._loaded or self._signatures)
-            self._all_matched = False
-            self._saved = True  # this run's package is the partial one PyTorch falls back to
         if first:
             logger.warning(
                 "kcache: PyTorch could not install compile bundle %s (%s: %s); tracing as without it",
@@ -445,42 +450,45 @@ class Bundles:
                 type(error).__name__,
                 error,
             )
-            self._put_unsupported(signatures, f"PyTorch could not install it: {type(error).__name__}: {error}"[:500])
+            self._put_marker_instead(f"PyTorch could not install it: {type(error).__name__}: {error}")
 
     @property
-    def judging_first_call(self) -> bool:
-        """Whether a loaded bundle has yet to show that its entries serve this run."""
-        return self._loaded is not None and not self._served and not self._first_call_missed
+    def watching_calls(self) -> bool:
+        """Whether a bundle is loaded, so its functions' calls are judged."""
+        return self._loaded is not None
 
-    def first_call_served(self) -> None:
-        """A compiled function of the loaded bundle ran: its guards passed."""
-        self._served = True
-
-    def first_call_missed(self, code, reason: str) -> None:
-        """Dynamo traces a function the loaded bundle has entries for before
-        any compiled function of the bundle ran: their guards failed the
-        first call (a PyTorch guard that cannot pass after a reload, as with
-        GPT-2 and dynamic=True on 2.11, or inputs unlike the saving run's).
-        Loading it costs every later run too, so a marker replaces it: the
-        next runs compile without precompile, and one after the marker's day
-        saves a new bundle. A bundle that served its first call and misses a
-        later one (a new shape) is kept."""
+    def served(self, function: tuple) -> None:
+        """A compiled function of the bundled function ran: its guards passed."""
         with self._lock:
-            if self._served or self._first_call_missed:
-                return
-            self._first_call_missed = True
-            self._stats["bundle_first_call_misses"] += 1
+            self._served.add(function)
+
+    def has_missed(self, function: tuple) -> bool:
+        return function in self._missed
+
+    def missed(self, function: tuple, reason: str) -> None:
+        """Dynamo converts a function the loaded bundle has entries for: their
+        guards failed this call. Judged at exit (save)."""
+        with self._lock:
+            self._missed.setdefault(function, reason)
+
+    def _never_served(self) -> Optional[str]:
+        """A bundled function that missed and never served, with its first failing guard."""
+        with self._lock:
+            for function, reason in self._missed.items():
+                if function not in self._served:
+                    return f"{function[0]} ({function[1]}:{function[2]}): {reason}"
+        return None
+
+    def _put_marker_instead(self, why: str) -> None:
+        """The loaded bundle costs runs and serves them nothing: a marker
+        replaces it (rank 0 alone, as it alone saves), so the next runs
+        compile without precompile; after the marker's day one saves anew."""
+        with self._lock:
             signatures = list(self._loaded or self._signatures)
             self._all_matched = False
-            self._saved = True  # this run traced beside a loaded bundle: nothing fresh to package
-        logger.warning(
-            "kcache: compile bundle %s did not serve the first call of %s (guard failed: %s); "
-            "tracing, and the next runs compile without it",
-            self.key,
-            code.co_name,
-            reason,
-        )
-        self._put_unsupported(signatures, f"its guards failed the first call of {code.co_name}: {reason}"[:500])
+            self._saved = True  # this run's package is not one to save
+        if self._saver:
+            self._put_unsupported(signatures, why[:500])
 
     def frame_left_out(self, code, error: Exception) -> None:
         """PyTorch could not package one compiled frame: it stays out of the bundle."""
@@ -514,6 +522,16 @@ class Bundles:
     def save(self) -> bool:
         """Puts this run's bundle in kcache, unless a loaded bundle already
         covered every torch.compile call (then it would be the same)."""
+        never_served = self._never_served() if self._loaded is not None and not self._saved else None
+        if never_served is not None:
+            self._stats["bundle_functions_never_served"] += 1
+            logger.warning(
+                "kcache: compile bundle %s served no call of %s; the next runs compile without it",
+                self.key,
+                never_served,
+            )
+            self._put_marker_instead(f"it served no call of {never_served}")
+            return False
         with self._lock:
             if self._saved or not self._signatures or not self._saver:
                 return False
@@ -661,6 +679,10 @@ def install(bundles: Bundles) -> Callable[[], None]:
     return undo
 
 
+def _nothing_to_undo() -> None:
+    return None
+
+
 def _tolerate_unpackageable_frames(bundles: Bundles) -> Callable[[], None]:
     """PyTorch 2.11 raises PackageError out of torch.compile'd code when a
     frame Dynamo compiles after a graph break has no importable name (GPT-2's
@@ -688,24 +710,20 @@ def _tolerate_unpackageable_frames(bundles: Bundles) -> Callable[[], None]:
     undo_install = _survive_failed_installs(bundles)
     undo_guards = _tolerate_unsaveable_guards()
     try:
-        undo_judge = _judge_first_calls(bundles)
-    except (ImportError, AttributeError) as e:  # another torch: a bundle that misses is not replaced
-        logger.info("kcache: cannot tell whether a loaded compile bundle serves its first call (%s)", e)
-
-        def undo_judge() -> None:
-            return None
+        undo_watch = _watch_bundled_calls(bundles)
+    except (ImportError, AttributeError) as e:  # another torch: a bundle that serves nothing is kept
+        logger.info("kcache: cannot tell whether a loaded compile bundle serves its calls (%s)", e)
+        undo_watch = _nothing_to_undo
 
     try:
         undo_lookups = _fresh_compiles_when_saving(bundles)
     except (ImportError, AttributeError, KeyError) as e:  # another torch: bundles as before, said once
         logger.warning("kcache: cannot make a saving run compile afresh (%s: %s); GPU bundles may be empty", type(e).__name__, e)
-
-        def undo_lookups() -> None:
-            return None
+        undo_lookups = _nothing_to_undo
 
     def undo() -> None:
         undo_lookups()
-        undo_judge()
+        undo_watch()
         undo_guards()
         undo_install()
         cls._add_user_function = original
@@ -735,65 +753,70 @@ def _survive_failed_installs(bundles: Bundles) -> Callable[[], None]:
             _undo_partial_install(self)
             raise RuntimeError(f"kcache: compile bundle not installed: {type(e).__name__}: {e}") from e
         try:
-            _names_after_the_package(self)
-        except Exception as e:  # noqa: BLE001 - a later trace may then collide, as in PyTorch alone
-            logger.warning("kcache: cannot move Dynamo's global names past the compile bundle's: %s", e)
-        try:
-            _note_first_backend_call(self, bundles)
-        except Exception as e:  # noqa: BLE001 - a bundle that misses is then kept, as before
-            logger.debug("kcache: cannot watch the compile bundle's first call: %s", e)
+            _note_first_backend_calls(self, bundles)
+        except Exception as e:  # noqa: BLE001 - a bundle that serves nothing is then kept, as before
+            logger.debug("kcache: cannot watch the compile bundle's calls: %s", e)
 
     cls.install = install
     return lambda: setattr(cls, "install", original)
 
 
-# The number Dynamo's unique_id() put in a global's name: its last one,
-# before the uuid of a compiled function's name.
-_UNIQUE_NUMBER = re.compile(r"_(\d+)(?:_[0-9a-f]{8}(?:_[0-9a-f]{4}){3}_[0-9a-f]{12})?$")
+# A name Dynamo's unique_id() numbered, as a bundle's pickles hold it (the
+# builtins dict of a frame's guards, a compiled function, before its uuid, a
+# resume function, a comprehension).
+_NUMBERED_NAME = re.compile(rb"__(?:builtins_dict__|compiled_fn|resume_at_\d+|comprehension_\w+?_at_\d+)_(\d+)")
 
 
-def _names_after_the_package(package: Any) -> None:
-    """Dynamo names the globals it installs (the builtins dict of a frame's
-    guards, resume functions, compiled functions) from one counter per
-    process. The installed package brings the saving process's names, so a
-    later trace in a module it touched (a recompile for a new shape) made the
-    same name and asserted it was free (PyTorch 2.11: "assert name not in
-    scope" out of torch.compile'd code). The counter moves past every
-    numbered dunder name in those modules; a number skipped costs nothing."""
+def _names_after_the_bundle(bundle: bytes) -> None:
+    """Dynamo names the globals it installs from one counter per process, and
+    a package installs the saving process's names: a trace after the load (a
+    new shape) made the same name as an installed one and PyTorch 2.11
+    asserted "name not in scope" out of the torch.compile'd call, and a
+    package installed after such a trace would overwrite its resume function
+    unchecked (wrong results). The counter moves past every numbered name in
+    the bundle's raw bytes (its pickles keep them verbatim; 20-30 ms for 60
+    MB) before anything is installed or traced; a number skipped costs
+    nothing."""
     from torch._dynamo import bytecode_transformation
 
-    modules = set(package._installed_globals)
-    modules.update(sys.modules[e.python_module] for e in package._codes.values() if e.python_module in sys.modules)
-    highest = -1
-    for module in modules:
-        for name in list(module.__dict__):
-            if name.startswith("__") and (found := _UNIQUE_NUMBER.search(name)):
-                highest = max(highest, int(found.group(1)))
+    highest = max((int(m.group(1)) for m in _NUMBERED_NAME.finditer(bundle)), default=-1)
     current = next(bytecode_transformation._unique_id_counter)
-    bytecode_transformation._unique_id_counter = itertools.count(max(current, highest + 1))
+    bytecode_transformation._unique_id_counter = itertools.count(max(current + 1, highest + 1))
 
 
-def _note_first_backend_call(package: Any, bundles: Bundles) -> None:
+def _note_first_backend_calls(package: Any, bundles: Bundles) -> None:
     """Each compiled function (backend) the package installed as a module
-    global tells bundles when it first runs, then puts the installed one
-    back: Dynamo's code for an entry whose guards passed calls it by name."""
-    if not bundles.judging_first_call:
+    global tells bundles when it first runs (Dynamo's code for an entry whose
+    guards passed calls it by name), then puts the installed one back."""
+    if not bundles.watching_calls:
         return
-    backend_ids = {b for entry in package._codes.values() if not entry.bypassed for b in entry.backend_ids}
+    functions = {
+        backend_id: _code_key(code)
+        for code, entry in package._codes.items()
+        if not entry.bypassed
+        for backend_id in entry.backend_ids
+    }
     for module, names in package._installed_globals.items():
-        for name in set(names) & backend_ids:
+        for name in set(names) & functions.keys():
             installed = module.__dict__.get(name)
             if installed is not None:
-                module.__dict__[name] = _first_call_note(module, name, installed, bundles)
+                module.__dict__[name] = _served_note(module, name, installed, functions[name], bundles)
 
 
-def _first_call_note(module: Any, name: str, installed: Callable, bundles: Bundles) -> Callable:
+def _code_key(code: Any) -> tuple:
+    """A bundled function as both its package entry and Dynamo's frame name it."""
+    return (code.co_name, code.co_filename, code.co_firstlineno)
+
+
+def _served_note(module: Any, name: str, installed: Callable, function: tuple, bundles: Bundles) -> Callable:
+    """installed, which at its first call tells bundles and takes its place
+    back in the module (unless something else was installed there since)."""
     import torch
 
     def first_call(*args, **kwargs):
-        if module.__dict__.get(name) is note:  # not reinstalled meanwhile
+        if module.__dict__.get(name) is note:
             module.__dict__[name] = installed
-        bundles.first_call_served()
+        bundles.served(function)
         return installed(*args, **kwargs)
 
     # Disabled as PyTorch's own installed backend is: Dynamo must not trace it.
@@ -801,11 +824,11 @@ def _first_call_note(module: Any, name: str, installed: Callable, bundles: Bundl
     return note
 
 
-def _judge_first_calls(bundles: Bundles) -> Callable[[], None]:
+def _watch_bundled_calls(bundles: Bundles) -> Callable[[], None]:
     """Dynamo converts a frame only when no cache or precompile entry of its
-    code passed its guards: a code with precompile entries converted before
-    any of the bundle's compiled functions ran is a bundle that missed its
-    first call (Bundles.first_call_missed)."""
+    code passed its guards: a code with precompile entries converted is a
+    miss of that bundled function (Bundles.missed). Fails open: a watch that
+    raises is a bundle kept, never an error in the trainer."""
     from torch._C._dynamo.eval_frame import _debug_get_precompile_entries
     from torch._dynamo import convert_frame
 
@@ -814,13 +837,14 @@ def _judge_first_calls(bundles: Bundles) -> Callable[[], None]:
 
     @functools.wraps(original)
     def call(self, frame, *args, **kwargs):
-        if bundles.judging_first_call:
+        if bundles.watching_calls:
             try:
                 entries = _debug_get_precompile_entries(frame.f_code)
-            except Exception:  # noqa: BLE001 - no entries readable: nothing to judge
-                entries = []
-            if entries:
-                bundles.first_call_missed(frame.f_code, _first_guard_failure(entries[0], frame))
+                function = _code_key(frame.f_code)
+                if entries and not bundles.has_missed(function):  # the reason once: it evaluates every guard
+                    bundles.missed(function, _first_guard_failure(entries[0], frame))
+            except Exception as e:  # noqa: BLE001 - fail open
+                logger.debug("kcache: cannot judge a bundled call: %s", e)
         return original(self, frame, *args, **kwargs)
 
     cls.__call__ = call
