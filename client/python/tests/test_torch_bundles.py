@@ -330,21 +330,22 @@ def test_dynamo_names_move_past_the_bundles():
     def number(name: str) -> int:
         return int(name.rsplit("_", 1)[1])
 
-    base = number(unique_id("__builtins_dict__")) + 1000  # past whatever this process traced
     uid = str(uuid.uuid4()).replace("-", "_")  # a compiled function's uuid: its digits are not the number
-    bundle = b"\x00".join(
-        [
-            f"__resume_at_30_{base}".encode(),
-            f"__compiled_fn_{base + 1}_{uid}".encode(),
-            f"__builtins_dict___{base + 3}".encode(),  # in a guards pickle
-            f"__comprehension_forward_at_12_{base + 2}".encode(),
-            f"plain_name_{base + 9}".encode(),  # not one Dynamo numbered
-        ]
-    )
-    _bundles._names_after_the_bundle(bundle)
-    assert number(unique_id("__builtins_dict__")) == base + 4
+    kinds = [
+        lambda n: f"__resume_at_30_{n}",
+        lambda n: f"__compiled_fn_{n}_{uid}",
+        lambda n: f"__builtins_dict___{n}",  # in a guards pickle
+        lambda n: f"__comprehension_forward_at_12_{n}",
+    ]
+    for highest in range(len(kinds)):  # each kind holds the highest number in turn
+        base = number(unique_id("__builtins_dict__")) + 1000  # past whatever this process traced
+        names = [kind(base + (9 if i == highest else i)) for i, kind in enumerate(kinds)]
+        names.append(f"plain_name_{base + 50}")  # not one Dynamo numbered
+        _bundles._names_after_the_bundle(b"\x00".join(name.encode() for name in names))
+        assert number(unique_id("__builtins_dict__")) == base + 10, names[highest]
+    before = number(unique_id("__builtins_dict__"))
     _bundles._names_after_the_bundle(b"no names")
-    assert number(unique_id("__builtins_dict__")) > base + 4  # never back
+    assert number(unique_id("__builtins_dict__")) > before  # never back
 
 
 def test_a_run_that_saves_compiles_afresh_though_its_graphs_are_cached(daemon, tmp_path):

@@ -272,6 +272,10 @@ class Bundles:
         self._all_matched = True
         # Bundled functions (_code_key) whose compiled functions ran, and those
         # Dynamo traced though the bundle has entries for them (-> first failing guard).
+        # Only functions with a compiled function of their own are judged: a
+        # frame whose graph is empty before its first break serves through its
+        # resume function, and would never count as served itself.
+        self._judged: set[tuple] = set()
         self._served: set[tuple] = set()
         self._missed: dict[tuple, str] = {}
         self._saved = False
@@ -462,8 +466,14 @@ class Bundles:
         with self._lock:
             self._served.add(function)
 
-    def has_missed(self, function: tuple) -> bool:
-        return function in self._missed
+    def judge(self, functions) -> None:
+        """These bundled functions have compiled functions that report their calls."""
+        with self._lock:
+            self._judged.update(functions)
+
+    def needs_judging(self, function: tuple) -> bool:
+        """Whether a miss of this function is still to be recorded."""
+        return function in self._judged and function not in self._missed
 
     def missed(self, function: tuple, reason: str) -> None:
         """Dynamo converts a function the loaded bundle has entries for: their
@@ -476,7 +486,7 @@ class Bundles:
         with self._lock:
             for function, reason in self._missed.items():
                 if function not in self._served:
-                    return f"{function[0]} ({function[1]}:{function[2]}): {reason}"
+                    return f"{function[0]} (line {function[1]}): {reason}"
         return None
 
     def _put_marker_instead(self, why: str) -> None:
@@ -796,6 +806,7 @@ def _note_first_backend_calls(package: Any, bundles: Bundles) -> None:
         if not entry.bypassed
         for backend_id in entry.backend_ids
     }
+    bundles.judge(functions.values())
     for module, names in package._installed_globals.items():
         for name in set(names) & functions.keys():
             installed = module.__dict__.get(name)
@@ -804,8 +815,10 @@ def _note_first_backend_calls(package: Any, bundles: Bundles) -> None:
 
 
 def _code_key(code: Any) -> tuple:
-    """A bundled function as both its package entry and Dynamo's frame name it."""
-    return (code.co_name, code.co_filename, code.co_firstlineno)
+    """A bundled function as both its package entry and Dynamo's frame name it.
+    Not by file: a package's codes carry the saving node's paths. Two
+    functions that share a key count as one, which can only keep a bundle."""
+    return (getattr(code, "co_qualname", code.co_name), code.co_firstlineno)
 
 
 def _served_note(module: Any, name: str, installed: Callable, function: tuple, bundles: Bundles) -> Callable:
@@ -841,7 +854,7 @@ def _watch_bundled_calls(bundles: Bundles) -> Callable[[], None]:
             try:
                 entries = _debug_get_precompile_entries(frame.f_code)
                 function = _code_key(frame.f_code)
-                if entries and not bundles.has_missed(function):  # the reason once: it evaluates every guard
+                if entries and bundles.needs_judging(function):  # the reason once: it evaluates every guard
                     bundles.missed(function, _first_guard_failure(entries[0], frame))
             except Exception as e:  # noqa: BLE001 - fail open
                 logger.debug("kcache: cannot judge a bundled call: %s", e)
