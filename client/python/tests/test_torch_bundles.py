@@ -74,6 +74,21 @@ def run_child(
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def trainer_with_a_saved_bundle(daemon, tmp_path: Path, width: int, run_id: str, child: str = CHILD) -> Path:
+    """The trainer script, after a cold run of it that puts its bundle (at exit)."""
+    script = tmp_path / "trainer.py"
+    script.write_text(child)
+    cold = run_child(script, tmp_path, "cold", daemon.url, width, KCACHE_RUN_ID=run_id)
+    assert cold["match"] and cold["kcache"]["bundle_misses"] == 1
+    return script
+
+
+def compiled_without_the_bundle(run: dict) -> bool:
+    """A run that read the marker: no bundle loaded, its frames traced, correct."""
+    ks = run["kcache"]
+    return run["match"] and run["frames"] >= 1 and ks.get("bundle_unsupported") == 1 and ks.get("bundle_hits", 0) == 0
+
+
 def test_a_fresh_process_loads_the_bundle_and_skips_tracing(daemon, tmp_path):
     script = tmp_path / "trainer.py"
     script.write_text(CHILD)
@@ -132,27 +147,19 @@ def test_a_bundle_pytorch_cannot_install_traces_and_is_not_loaded_again(daemon, 
     assert fresh["kcache"]["bundle_hits"] == 1 and fresh["kcache"]["bundle_install_failures"] == 1
     assert fresh["kcache"]["bundle_unsupported_puts"] == 1  # a marker replaces the bundle
 
-    later = run_child(script, tmp_path, "later", daemon.url, 56)
-    assert later["match"] and later["frames"] >= 1
-    assert later["kcache"]["bundle_unsupported"] == 1 and later["kcache"].get("bundle_hits", 0) == 0
+    assert compiled_without_the_bundle(run_child(script, tmp_path, "later", daemon.url, 56))
 
 
 def test_a_bundle_that_serves_no_call_of_a_run_is_replaced_by_a_marker(daemon, tmp_path):
     # Every call of the run fails its compiled function's guards (here: another
     # batch size throughout; on the GPU: GPT-2 with dynamic=True, whose reloaded
     # guards cannot pass): loading it only costs, so the next runs do not.
-    script = tmp_path / "trainer.py"
-    script.write_text(CHILD)
     env = {"KCACHE_RUN_ID": "bundle-serves-nothing"}
-    cold = run_child(script, tmp_path, "cold", daemon.url, 40, **env)
-    assert cold["match"] and cold["kcache"]["bundle_misses"] == 1  # put at exit
-
+    script = trainer_with_a_saved_bundle(daemon, tmp_path, 40, env["KCACHE_RUN_ID"])
     fresh = run_child(script, tmp_path, "fresh", daemon.url, 40, CHILD_BATCH="24", **env)
     assert fresh["match"] and fresh["frames"] >= 1 and fresh["kcache"]["bundle_hits"] == 1  # the marker: at exit
 
-    later = run_child(script, tmp_path, "later", daemon.url, 40, **env)
-    assert later["match"] and later["frames"] >= 1
-    assert later["kcache"]["bundle_unsupported"] == 1 and later["kcache"].get("bundle_hits", 0) == 0
+    assert compiled_without_the_bundle(run_child(script, tmp_path, "later", daemon.url, 40, **env))
 
 
 def test_a_bundle_that_serves_a_call_is_kept_whatever_else_the_run_traces(daemon, tmp_path):
@@ -160,12 +167,8 @@ def test_a_bundle_that_serves_a_call_is_kept_whatever_else_the_run_traces(daemon
     # serves, then a new shape: traced twice in a process that loaded a
     # bundle, which also needs Dynamo's names past the bundle's (PyTorch 2.11
     # alone asserted "name not in scope" at the first of those traces).
-    script = tmp_path / "trainer.py"
-    script.write_text(CHILD)
     env = {"KCACHE_RUN_ID": "bundle-serves-some"}
-    cold = run_child(script, tmp_path, "cold", daemon.url, 44, **env)
-    assert cold["match"] and cold["kcache"]["bundle_misses"] == 1  # put at exit
-
+    script = trainer_with_a_saved_bundle(daemon, tmp_path, 44, env["KCACHE_RUN_ID"])
     fresh = run_child(script, tmp_path, "fresh", daemon.url, 44, CHILD_FIRST_BATCH="24", CHILD_LATER_BATCH="8", **env)
     assert fresh["match"] and fresh["frames"] >= 2 and fresh["kcache"]["bundle_hits"] == 1
 
@@ -227,12 +230,8 @@ def test_a_package_installed_after_a_trace_leaves_the_traced_functions_alone(dae
     # ca returned fb's result (2.84 for 1.84). The names move past the
     # whole bundle's when it loads.
     (tmp_path / "two_functions.py").write_text(TWO_FUNCTIONS)
-    script = tmp_path / "trainer.py"
-    script.write_text(TWO_FUNCTIONS_CHILD)
     env = {"KCACHE_RUN_ID": "bundle-two-functions"}
-    cold = run_child(script, tmp_path, "cold", daemon.url, 0, **env)
-    assert cold["match"] and cold["kcache"]["bundle_misses"] == 1
-
+    script = trainer_with_a_saved_bundle(daemon, tmp_path, 0, env["KCACHE_RUN_ID"], TWO_FUNCTIONS_CHILD)
     fresh = run_child(script, tmp_path, "fresh", daemon.url, 0, CHILD_NEW_SHAPE="1", **env)
     assert fresh["kcache"]["bundle_hits"] == 1 and fresh["frames"] >= 1
     assert fresh["match"]

@@ -852,9 +852,9 @@ def _watch_bundled_calls(bundles: Bundles) -> Callable[[], None]:
     def call(self, frame, *args, **kwargs):
         if bundles.watching_calls:
             try:
-                entries = _debug_get_precompile_entries(frame.f_code)
                 function = _code_key(frame.f_code)
-                if entries and bundles.needs_judging(function):  # the reason once: it evaluates every guard
+                # The reason once per function: it evaluates every guard.
+                if bundles.needs_judging(function) and (entries := _debug_get_precompile_entries(frame.f_code)):
                     bundles.missed(function, _first_guard_failure(entries[0], frame))
             except Exception as e:  # noqa: BLE001 - fail open
                 logger.debug("kcache: cannot judge a bundled call: %s", e)
