@@ -279,7 +279,7 @@ def phase(model: str, remote: str, dirs: Path, label: str, extra: dict | None = 
         f"setup {result['setup_s']:5.2f} s  (after {quiet_s:4.1f} s to quiet)  start {result['start_s']:4.2f} s  "
         f"exit handlers {result['exit_handlers_s']:4.2f} s  teardown {result['teardown_s']:4.2f} s  "
         f"FX hits/misses {hits}/{misses}  round trips {trips} {trip_ms:.0f} ms  "
-        f"prefetch hits {ks.get('prefetch_hits', 0)}  bundle hits {ks.get('bundle_hits', 0)}  "
+        f"prefetch hits {ks.get('prefetch_hits', 0)}  bundle {bundle_state(result)}  "
         f"frames traced {result.get('frames', '?')}  "
         f"max rel err {result['max_rel_error']:.1e} {'ok' if result['correct'] else 'WRONG'}",
         flush=True,
@@ -297,7 +297,25 @@ def median_of(runs: list[dict]) -> dict:
     chosen["ready_runs_s"] = [r["ready_s"] for r in runs]
     chosen["process_runs_s"] = [r["process_s"] for r in runs]
     chosen["correct"] = all(r["correct"] for r in runs)
+    chosen["bundle_runs"] = [bundle_state(r) for r in runs]
     return chosen
+
+
+def bundle_state(r: dict) -> str:
+    """What a run did with the compile bundle ("-" for a run without bundles)."""
+    if "KCACHE_TORCH_BUNDLES" not in r.get("env", {}):
+        return "-"
+    ks = r.get("kcache", {})
+    if ks.get("bundle_hits", 0) > 0:
+        # Did Dynamo skip tracing (a precompile hit, no frame traced)?
+        skipped = r.get("dynamo_cache", {}).get("dynamo_cache_hit", 0) > 0 and r.get("frames", 1) == 0
+        # (A bundled function that serves no call puts a marker at exit, after these stats.)
+        return "loaded, no tracing" if skipped else "loaded, traced"
+    if ks.get("bundle_unsupported", 0) > 0:
+        return "marker: no precompile"  # PyTorch cannot package or serve this model: the fallback
+    if ks.get("bundle_refused", 0) > 0:
+        return "refused"
+    return "not loaded"
 
 
 NO_PREFETCH = {"KCACHE_TORCH_PREFETCH": "0"}
@@ -417,13 +435,8 @@ def print_models_table(rows: list[dict]) -> None:
             continue
         fx = f"{r['inductor'].get('fxgraph_cache_hit', 0)}/{r['inductor'].get('fxgraph_cache_miss', 0)}"
         aot = r["aot_autograd"].get("autograd_cache_hit", 0)
-        # Loaded, and did Dynamo skip tracing (a precompile hit, no frame traced)?
-        ks = r.get("kcache", {})
-        bundle = "-"
-        if "KCACHE_TORCH_BUNDLES" in r.get("env", {}):
-            loaded = ks.get("bundle_hits", 0) > 0
-            skipped = r.get("dynamo_cache", {}).get("dynamo_cache_hit", 0) > 0 and r.get("frames", 1) == 0
-            bundle = "loaded, no tracing" if loaded and skipped else "loaded, traced" if loaded else "not loaded"
+        states = r.get("bundle_runs") or [bundle_state(r)]
+        bundle = states[0] if len(set(states)) == 1 else "; ".join(states)
         runs = r.get("ready_runs_s")
         spread = f" (of {', '.join(f'{t:.2f}' for t in runs)})" if runs and len(runs) > 1 else ""
         print(
