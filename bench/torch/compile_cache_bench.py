@@ -24,7 +24,9 @@ For each model, the phases (Inductor's and Triton's local cache dirs as named):
 model and its eager reference. Ratios are warm-same-node / phase, so a fresh
 node through kcache at >= 1.0x is no slower than a local warm start. The warm
 and fresh-node phases run --repeat times, alternating; the table shows the
-median. Every run checks its output with eager.
+median. Every run checks its output with eager. With --json FILE each run
+is also appended to FILE.runs.jsonl as it ends (a call stopped by a time
+limit keeps its runs).
 
 ranks: N processes cold-start the GPT-2 step together, each with its own empty
 dirs (N fresh nodes), once through Redis and once through kcache: wall time
@@ -252,7 +254,7 @@ def wait_for_quiet(busy_below: float = 0.05, longest_s: float = 30.0) -> float:
     return time.monotonic() - start
 
 
-def phase(model: str, remote: str, dirs: Path, label: str, extra: dict | None = None) -> dict:
+def run_one_phase(model: str, remote: str, dirs: Path, label: str, extra: dict | None = None) -> dict:
     quiet_s = wait_for_quiet()
     t, spawned_at = time.monotonic(), time.time()
     result = finish(spawn_phase(model, remote, dirs, extra=extra), label)
@@ -338,7 +340,15 @@ def bench_models(
     prefetch_fresh: bool = True,
     pytorch_warm: bool = False,
     progress=None,
+    on_run=None,
 ) -> list[dict]:
+    def phase(*args, **kwargs) -> dict:
+        # Each run as it ends: a call stopped by a time limit keeps what it measured.
+        result = run_one_phase(*args, **kwargs)
+        if on_run is not None:
+            on_run(result)
+        return result
+
     rows = []
     for name in names:
         print(f"== {name}", flush=True)
@@ -649,6 +659,11 @@ def main() -> None:
         if args.json:
             Path(args.json).write_text(json.dumps(rows, indent=1))
 
+    def save_run(result: dict) -> None:  # one line per run, beside --json
+        if args.json:
+            with open(f"{args.json}.runs.jsonl", "a") as f:
+                f.write(json.dumps(result) + "\n")
+
     try:
         if args.command == "models":
             profile_dir = Path(args.profile_dir) if args.profile_dir else None
@@ -663,6 +678,7 @@ def main() -> None:
                 prefetch_fresh=not args.no_prefetch_fresh,
                 pytorch_warm=args.pytorch_warm,
                 progress=save,
+                on_run=save_run,
             )
             print_models_table(rows)
         else:
