@@ -15,7 +15,7 @@ require_torch()
 
 import torch  # noqa: E402
 
-from kcache.torch import Settings, _bundles  # noqa: E402
+from kcache.torch import Settings, _bundle_header, _bundle_watch, _bundles, _precompile_fixes  # noqa: E402
 from kcache.torch._session import Session  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]
@@ -294,7 +294,7 @@ def test_a_failed_install_is_taken_out_and_the_package_emptied():
         _current_entry=entry,
         _initialized=True,
     )
-    _bundles._undo_partial_install(package)
+    _precompile_fixes.undo_partial_install(package)
     assert "__compiled_fn_1" not in module.__dict__ and "__import_torch" not in module.__dict__
     assert package._installed_globals == {} and package._codes == {} and package._resume_codes == set()
     assert package._cached_backends == {} and package._current_entry is None and not package._initialized
@@ -310,13 +310,13 @@ def test_an_installed_compiled_function_reports_its_first_call_and_is_put_back()
     def installed(x):
         return x + 1
 
-    note = _bundles._served_note(module, "__compiled_fn_3_x", installed, ("forward", "m.py", 7), bundles)
+    note = _bundle_watch.served_note(module, "__compiled_fn_3_x", installed, ("forward", "m.py", 7), bundles)
     module.__dict__["__compiled_fn_3_x"] = note
     assert note(1) == 2 and served == [("forward", "m.py", 7)]
     assert module.__dict__["__compiled_fn_3_x"] is installed  # the hot path is PyTorch's own again
 
     other = object()  # something installed there meanwhile (a reinstall) stays
-    note = _bundles._served_note(module, "__compiled_fn_3_x", installed, ("forward", "m.py", 7), bundles)
+    note = _bundle_watch.served_note(module, "__compiled_fn_3_x", installed, ("forward", "m.py", 7), bundles)
     module.__dict__["__compiled_fn_3_x"] = other
     assert note(2) == 3 and module.__dict__["__compiled_fn_3_x"] is other
 
@@ -340,10 +340,10 @@ def test_dynamo_names_move_past_the_bundles():
         base = number(unique_id("__builtins_dict__")) + 1000  # past whatever this process traced
         names = [kind(base + (9 if i == highest else i)) for i, kind in enumerate(kinds)]
         names.append(f"plain_name_{base + 50}")  # not one Dynamo numbered
-        _bundles._names_after_the_bundle(b"\x00".join(name.encode() for name in names))
+        _precompile_fixes.names_after_the_bundle(b"\x00".join(name.encode() for name in names))
         assert number(unique_id("__builtins_dict__")) == base + 10, names[highest]
     before = number(unique_id("__builtins_dict__"))
-    _bundles._names_after_the_bundle(b"no names")
+    _precompile_fixes.names_after_the_bundle(b"no names")
     assert number(unique_id("__builtins_dict__")) > before  # never back
 
 
@@ -379,8 +379,8 @@ def test_a_bundle_of_another_version_is_a_miss_not_a_refusal(daemon, monkeypatch
     try:
         m = model()
         old = _bundles.Bundles(session)
-        header = {"version": _bundles.BUNDLE_VERSION - 1, "system": old._system, "signatures": [_bundles.signature(m, {})]}
-        assert session._store(old.key, _bundles.pack(header, b""), {"torch_cache": "compile-bundle"}, "test")
+        header = {"version": _bundle_header.BUNDLE_VERSION - 1, "system": old._system, "signatures": [_bundle_header.signature(m, {})]}
+        assert session._store(old.key, _bundle_header.pack(header, b""), {"torch_cache": "compile-bundle"}, "test")
         old.start()
         with caplog.at_level(logging.WARNING, logger="kcache"):
             assert old.before_compile(m, {})  # a cold run's path
@@ -484,18 +484,18 @@ def model(width=64):
 
 
 def test_the_signature_covers_model_kwargs_and_config():
-    base = _bundles.signature(model(), {})
-    assert _bundles.signature(model(), {}) == base
-    assert _bundles.signature(model(96), {}) != base  # shapes
-    assert _bundles.signature(model(), {"mode": "max-autotune"}) != base  # compile kwargs
-    assert _bundles.signature(model(), {"dynamic": True}) != base
-    assert _bundles.signature(model().eval(), {}) != base  # training flag
+    base = _bundle_header.signature(model(), {})
+    assert _bundle_header.signature(model(), {}) == base
+    assert _bundle_header.signature(model(96), {}) != base  # shapes
+    assert _bundle_header.signature(model(), {"mode": "max-autotune"}) != base  # compile kwargs
+    assert _bundle_header.signature(model(), {"dynamic": True}) != base
+    assert _bundle_header.signature(model().eval(), {}) != base  # training flag
     # Module.compile() compiles the bound _call_impl: the same name for every model.
-    bound = _bundles.signature(model()._call_impl, {})
-    assert _bundles.signature(model()._call_impl, {}) == bound
-    assert _bundles.signature(model(96)._call_impl, {}) != bound
+    bound = _bundle_header.signature(model()._call_impl, {})
+    assert _bundle_header.signature(model()._call_impl, {}) == bound
+    assert _bundle_header.signature(model(96)._call_impl, {}) != bound
     with torch._inductor.config.patch(max_autotune=not torch._inductor.config.max_autotune):
-        assert _bundles.signature(model(), {})["config_sha256"] != base["config_sha256"]  # Inductor's config
+        assert _bundle_header.signature(model(), {})["config_sha256"] != base["config_sha256"]  # Inductor's config
 
 
 def test_a_bundle_pytorch_refuses_is_logged_once_and_skipped(daemon, monkeypatch, caplog):
@@ -503,10 +503,10 @@ def test_a_bundle_pytorch_refuses_is_logged_once_and_skipped(daemon, monkeypatch
     session = Session(Settings(url=daemon.url, namespace="ci", prefetch=False))
     try:
         m = model()
-        sig = _bundles.signature(m, {})
+        sig = _bundle_header.signature(m, {})
         writer = _bundles.Bundles(session)
-        header = {"version": _bundles.BUNDLE_VERSION, "system": _bundles.system(), "signatures": [sig]}
-        assert session._store(writer.key, _bundles.pack(header, b"not a bundle"), {}, "test")
+        header = {"version": _bundle_header.BUNDLE_VERSION, "system": _bundle_header.system(), "signatures": [sig]}
+        assert session._store(writer.key, _bundle_header.pack(header, b"not a bundle"), {}, "test")
 
         bundles = _bundles.Bundles(session)
         bundles.start()

@@ -138,14 +138,14 @@ class AsyncCompiled:
         self._poll(first=True)
 
     def _key(self) -> str:
-        from . import _bundles, _session_or_none
+        from . import _bundle_header, _session_or_none
 
         session = _session_or_none()
         namespace = session.settings.namespace if session is not None else "default"
         spec = {k: v for k, v in self._spec.items() if k not in ("sys_path", "configs")}
         text = json.dumps(
             {
-                "signature": _bundles.signature(self.module, self.compile_kwargs, imported_configs_only=True),
+                "signature": _bundle_header.signature(self.module, self.compile_kwargs, imported_configs_only=True),
                 "spec": spec,
                 "factory": _qualname(self.factory),
                 "torch": torch.__version__,

@@ -51,8 +51,10 @@ compiled functions ever ran: a guard that cannot pass after a reload, as with
 GPT-2 and dynamic=True on 2.11) is replaced by a marker at exit too: loading
 it would cost every later run what it cost this one. A function that missed
 a call and served another (a warm-up batch, a new shape) keeps the bundle.
-Dynamo's global names move past the bundle's when it loads (see
-_names_after_the_bundle).
+Dynamo's global names move past the bundle's when it loads
+(_precompile_fixes.names_after_the_bundle). What the key and header hold is
+in _bundle_header, how calls are watched in _bundle_watch, and how PyTorch
+2.11's precompile is made to fail open in _precompile_fixes.
 
 A later torch.compile call whose signature differs from the saving run's call
 at the same position compiles without precompile (it traces; FX graph and
@@ -66,190 +68,20 @@ from __future__ import annotations
 
 import atexit
 import functools
-import hashlib
-import inspect
-import itertools
-import json
 import logging
 import os
-import platform
-import re
-import sys
 import threading
 import time
 from typing import Any, Callable, Optional
 
-from . import _keys
-from ._prefetch import fingerprint
+from . import _precompile_fixes
+from ._bundle_header import BUNDLE_VERSION, OldBundle, bundle_key, pack, signature, system, unpack
 
 logger = logging.getLogger("kcache")
 
-# 2: bundles saved by runs that compiled afresh; version 1's markers said
-# "PyTorch packaged nothing" for GPU models that it does package now.
-BUNDLE_VERSION = 2
 FRESH_COMPILE_MODES = ("gpu", "always", "never")
 MARKER_TTL_S = 24 * 3600  # how long "PyTorch packaged nothing" holds before a run tries again
 _PRODUCER = "kcache.torch (compile bundle)"
-# Location-only settings: where debug output goes says nothing of the code.
-_IGNORED_CONFIG = {"torch._dynamo.config": ("debug_dir_root",)}
-
-
-def _sha256_file(path: Optional[str]) -> str:
-    if not path:
-        return "none"
-    try:
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
-    except OSError:
-        return "unreadable:" + path
-
-
-def system() -> dict:
-    """What a bundle depends on beyond the code: versions and devices."""
-    import torch
-
-    try:
-        import triton
-
-        triton_version = triton.__version__
-    except ImportError:
-        triton_version = None
-    devices = []
-    if torch.cuda.is_available():
-        for i in range(torch.cuda.device_count()):
-            devices.append([torch.cuda.get_device_name(i), list(torch.cuda.get_device_capability(i))])
-    script = os.path.realpath(sys.argv[0]) if sys.argv and sys.argv[0] else None
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torch_git": getattr(torch.version, "git_version", None),
-        "cuda": torch.version.cuda,
-        "hip": getattr(torch.version, "hip", None),
-        "triton": triton_version,
-        "devices": devices,
-        "script_sha256": _sha256_file(script),
-    }
-
-
-_CONFIG_ENV_PREFIXES = ("TORCHINDUCTOR_", "TORCHDYNAMO_", "TORCH_COMPILE", "TORCH_DYNAMO", "TORCH_FUNCTORCH")
-# Not what is compiled: where and with how many threads, and the remote-cache
-# switches kcache.enable() itself sets (set or not yet, rank by rank).
-_CONFIG_ENV_IGNORED = frozenset(
-    {
-        "TORCHINDUCTOR_CACHE_DIR",
-        "TORCHINDUCTOR_COMPILE_THREADS",
-        "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE",
-        "TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE",
-        "TORCHINDUCTOR_BUNDLED_AUTOTUNE_REMOTE_CACHE",
-        "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE",
-        "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_REMOTE_PGO",
-    }
-)
-
-
-def _config_digest(imported_only: bool = False) -> str:
-    """The three compile configs; imported_only: a config module not imported
-    yet is hashed as the environment that will set it (its defaults are
-    torch's, hashed with torch's version elsewhere) instead of imported."""
-    import importlib
-
-    h = hashlib.sha256()
-    for name in ("torch._inductor.config", "torch._dynamo.config", "torch._functorch.config"):
-        if imported_only and name not in sys.modules:
-            env = {
-                k: v
-                for k, v in os.environ.items()
-                if k.startswith(_CONFIG_ENV_PREFIXES) and k not in _CONFIG_ENV_IGNORED
-            }
-            h.update(name.encode() + b"\0env\0" + _canonical(env).encode() + b"\0")
-            continue
-        config = importlib.import_module(name).save_config_portable()
-        for ignored in _IGNORED_CONFIG.get(name, ()):
-            config.pop(ignored, None)
-        h.update(name.encode() + b"\0" + _canonical(config).encode() + b"\0")
-    return h.hexdigest()
-
-
-def _canonical(value: Any) -> str:
-    # repr() of a set follows string hashing, which differs per process.
-    if isinstance(value, (set, frozenset)):
-        return "{" + ",".join(sorted(_canonical(v) for v in value)) + "}"
-    if isinstance(value, dict):
-        return "{" + ",".join(sorted(f"{_canonical(k)}:{_canonical(v)}" for k, v in value.items())) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_canonical(v) for v in value) + "]"
-    return repr(value)
-
-
-def _source_file(obj: Any) -> Optional[str]:
-    try:
-        return inspect.getsourcefile(obj)
-    except TypeError:
-        return None
-
-
-def _qualname(obj: Any) -> str:
-    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__qualname__)}"
-
-
-def _kwarg_text(value: Any) -> str:
-    if callable(value) and not isinstance(value, str):
-        return "callable:" + _qualname(value)
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{k!r}:{_kwarg_text(v)}" for k, v in sorted(value.items())) + "}"
-    return repr(value)
-
-
-def signature(model: Any, kwargs: dict, imported_configs_only: bool = False) -> dict:
-    """Everything about one torch.compile call a precompile entry depends on
-    (imported_configs_only: see _config_digest; never for a bundle's key)."""
-    import torch
-
-    target = type(model) if isinstance(model, torch.nn.Module) else model
-    out = {
-        "target": _qualname(target),
-        "source_sha256": _sha256_file(_source_file(target)),
-        "kwargs": {k: _kwarg_text(v) for k, v in sorted(kwargs.items())},
-        "config_sha256": _config_digest(imported_configs_only),
-    }
-    # A bound method (Module.compile() compiles self._call_impl) stands for its module.
-    owner = getattr(model, "__self__", None)
-    if isinstance(owner, torch.nn.Module):
-        out["owner"] = _qualname(type(owner))
-        out["owner_source_sha256"] = _sha256_file(_source_file(type(owner)))
-        model = owner
-    if isinstance(model, torch.nn.Module):
-        tensors = hashlib.sha256()
-        for name, t in [*model.named_parameters(), *model.named_buffers()]:
-            tensors.update(f"{name}:{tuple(t.shape)}:{t.dtype}:{t.device}:{t.requires_grad}\n".encode())
-        for name, sub in model.named_modules():
-            tensors.update(f"{name}:{_qualname(type(sub))}:{sub.training}\n".encode())
-        out["modules_sha256"] = tensors.hexdigest()
-    return out
-
-
-def bundle_key(namespace: str, system_info: dict) -> str:
-    # The version too: an older kcache reads a newer bundle as unreadable and would overwrite it.
-    text = json.dumps({"run": fingerprint(), "system": system_info, "version": BUNDLE_VERSION}, sort_keys=True)
-    return _keys.bundle_entry(namespace, hashlib.sha256(text.encode()).hexdigest()[:40])
-
-
-def pack(header: dict, bundle: bytes) -> bytes:
-    return json.dumps(header, sort_keys=True).encode() + b"\n" + bundle
-
-
-class OldBundle(ValueError):
-    """A bundle or marker of another BUNDLE_VERSION."""
-
-
-def unpack(value: bytes) -> tuple[dict, bytes]:
-    head, _, bundle = value.partition(b"\n")
-    header = json.loads(head)
-    if not isinstance(header, dict):
-        raise ValueError("not a kcache compile bundle")
-    if header.get("version") != BUNDLE_VERSION:
-        raise OldBundle(f"compile bundle version {header.get('version')!r}, not {BUNDLE_VERSION}")
-    return header, bundle
 
 
 class Bundles:
@@ -397,7 +229,7 @@ class Bundles:
             self._refused("load_cache_artifacts found nothing in it")
             return
         try:
-            _names_after_the_bundle(bundle)
+            _precompile_fixes.names_after_the_bundle(bundle)
         except Exception as e:  # noqa: BLE001 - a later trace may then collide, as in PyTorch alone
             logger.warning("kcache: cannot move Dynamo's global names past the compile bundle's: %s", e)
         self._loaded = signatures
@@ -616,7 +448,7 @@ def _usable_precompile_entries(bundle: bytes) -> int:
     bypass. A bypassed code is traced again: 2.11 bypasses the code holding a
     graph whose backend it did not record ("Backend not found" at save; seen
     with a grad-enabled forward saved before any backward, and on a GPU for
-    a graph loaded from the FX-graph cache, which _fresh_compiles_when_saving
+    a graph loaded from the FX-graph cache, which _precompile_fixes
     avoids)."""
     import pickle
 
@@ -678,7 +510,7 @@ def install(bundles: Bundles) -> Callable[[], None]:
     compile._kcache_bundles = True  # the KCACHE_TORCH=1 hook's first call goes through it
     config.caching_precompile = True
     torch.compile = compile
-    undo_package = _tolerate_unpackageable_frames(bundles)
+    undo_package = _precompile_fixes.patch(bundles)
 
     def undo() -> None:
         undo_package()
@@ -689,289 +521,3 @@ def install(bundles: Bundles) -> Callable[[], None]:
     return undo
 
 
-def _nothing_to_undo() -> None:
-    return None
-
-
-def _tolerate_unpackageable_frames(bundles: Bundles) -> Callable[[], None]:
-    """PyTorch 2.11 raises PackageError out of torch.compile'd code when a
-    frame Dynamo compiles after a graph break has no importable name (GPT-2's
-    loss_function, reached through a property): the compile fails instead of
-    leaving that frame out of the package. Leave it out (a bypassed entry,
-    which PyTorch itself skips at install): a fresh node traces that frame."""
-    from torch._dynamo import package
-    from torch._dynamo.exc import PackageError
-
-    cls = package.CompilePackage
-    original = cls._add_user_function
-
-    def add_user_function(self, code) -> None:
-        try:
-            original(self, code)
-        except PackageError as e:
-            module = inspect.getmodule(code)
-            # install() looks the module up even for a bypassed entry; code
-            # made by exec (a dataclass's __init__) has none: any module does.
-            self._add_function(code, module.__name__ if module is not None else "builtins")
-            self._codes[code].bypassed = True
-            bundles.frame_left_out(code, e)
-
-    cls._add_user_function = add_user_function
-    undo_install = _survive_failed_installs(bundles)
-    undo_guards = _tolerate_unsaveable_guards()
-    try:
-        undo_watch = _watch_bundled_calls(bundles)
-    except (ImportError, AttributeError) as e:  # another torch: a bundle that serves nothing is kept
-        logger.info("kcache: cannot tell whether a loaded compile bundle serves its calls (%s)", e)
-        undo_watch = _nothing_to_undo
-
-    try:
-        undo_lookups = _fresh_compiles_when_saving(bundles)
-    except (ImportError, AttributeError, KeyError) as e:  # another torch: bundles as before, said once
-        logger.warning("kcache: cannot make a saving run compile afresh (%s: %s); GPU bundles may be empty", type(e).__name__, e)
-        undo_lookups = _nothing_to_undo
-
-    def undo() -> None:
-        undo_lookups()
-        undo_watch()
-        undo_guards()
-        undo_install()
-        cls._add_user_function = original
-
-    return undo
-
-
-def _survive_failed_installs(bundles: Bundles) -> Callable[[], None]:
-    """When CompilePackage.install fails (seen on the CPU with transformers'
-    GPT-2 and dynamic=True: a guard source's __post_init__ installs a guard
-    while the guards are unpickled, outside any trace), PyTorch 2.11 means to
-    log it and start a fresh package, but its fresh start asserts the package
-    is not initialized, so torch.compile raises. Undo what the install put
-    in, mark the package uninitialized and raise the RuntimeError PyTorch
-    falls back on; the bundle is marked unusable for the next runs."""
-    from torch._dynamo import package
-
-    cls = package.CompilePackage
-    original = cls.install
-
-    @functools.wraps(original)
-    def install(self, backends) -> None:
-        try:
-            original(self, backends)
-        except Exception as e:  # noqa: BLE001 - any failure: PyTorch's fresh start, as for a RuntimeError
-            bundles.install_failed(e)
-            _undo_partial_install(self)
-            raise RuntimeError(f"kcache: compile bundle not installed: {type(e).__name__}: {e}") from e
-        try:
-            _note_first_backend_calls(self, bundles)
-        except Exception as e:  # noqa: BLE001 - a bundle that serves nothing is then kept, as before
-            logger.debug("kcache: cannot watch the compile bundle's calls: %s", e)
-
-    cls.install = install
-    return lambda: setattr(cls, "install", original)
-
-
-# A name Dynamo's unique_id() numbered, as a bundle's pickles hold it (the
-# builtins dict of a frame's guards, a compiled function, before its uuid, a
-# resume function, a comprehension).
-_NUMBERED_NAME = re.compile(rb"__(?:builtins_dict__|compiled_fn|resume_at_\d+|comprehension_\w+?_at_\d+)_(\d+)")
-
-
-def _names_after_the_bundle(bundle: bytes) -> None:
-    """Dynamo names the globals it installs from one counter per process, and
-    a package installs the saving process's names: a trace after the load (a
-    new shape) made the same name as an installed one and PyTorch 2.11
-    asserted "name not in scope" out of the torch.compile'd call, and a
-    package installed after such a trace would overwrite its resume function
-    unchecked (wrong results). The counter moves past every numbered name in
-    the bundle's raw bytes (its pickles keep them verbatim; 20-30 ms for 60
-    MB) before anything is installed or traced; a number skipped costs
-    nothing."""
-    from torch._dynamo import bytecode_transformation
-
-    highest = max((int(m.group(1)) for m in _NUMBERED_NAME.finditer(bundle)), default=-1)
-    current = next(bytecode_transformation._unique_id_counter)
-    bytecode_transformation._unique_id_counter = itertools.count(max(current + 1, highest + 1))
-
-
-def _note_first_backend_calls(package: Any, bundles: Bundles) -> None:
-    """Each compiled function (backend) the package installed as a module
-    global tells bundles when it first runs (Dynamo's code for an entry whose
-    guards passed calls it by name), then puts the installed one back."""
-    if not bundles.watching_calls:
-        return
-    functions = {
-        backend_id: _code_key(code)
-        for code, entry in package._codes.items()
-        if not entry.bypassed
-        for backend_id in entry.backend_ids
-    }
-    bundles.judge(functions.values())
-    for module, names in package._installed_globals.items():
-        for name in set(names) & functions.keys():
-            installed = module.__dict__.get(name)
-            if installed is not None:
-                module.__dict__[name] = _served_note(module, name, installed, functions[name], bundles)
-
-
-def _code_key(code: Any) -> tuple:
-    """A bundled function as both its package entry and Dynamo's frame name it.
-    Not by file: a package's codes carry the saving node's paths. Two
-    functions that share a key count as one, which can only keep a bundle."""
-    return (getattr(code, "co_qualname", code.co_name), code.co_firstlineno)
-
-
-def _served_note(module: Any, name: str, installed: Callable, function: tuple, bundles: Bundles) -> Callable:
-    """installed, which at its first call tells bundles and takes its place
-    back in the module (unless something else was installed there since)."""
-    import torch
-
-    def first_call(*args, **kwargs):
-        if module.__dict__.get(name) is note:
-            module.__dict__[name] = installed
-        bundles.served(function)
-        return installed(*args, **kwargs)
-
-    # Disabled as PyTorch's own installed backend is: Dynamo must not trace it.
-    note = torch._dynamo.disable(first_call)
-    return note
-
-
-def _watch_bundled_calls(bundles: Bundles) -> Callable[[], None]:
-    """Dynamo converts a frame only when no cache or precompile entry of its
-    code passed its guards: a code with precompile entries converted is a
-    miss of that bundled function (Bundles.missed). Fails open: a watch that
-    raises is a bundle kept, never an error in the trainer."""
-    from torch._C._dynamo.eval_frame import _debug_get_precompile_entries
-    from torch._dynamo import convert_frame
-
-    cls = convert_frame.ConvertFrameAssert
-    original = cls.__call__
-
-    @functools.wraps(original)
-    def call(self, frame, *args, **kwargs):
-        if bundles.watching_calls:
-            try:
-                function = _code_key(frame.f_code)
-                # The reason once per function: it evaluates every guard.
-                if bundles.needs_judging(function) and (entries := _debug_get_precompile_entries(frame.f_code)):
-                    bundles.missed(function, _first_guard_failure(entries[0], frame))
-            except Exception as e:  # noqa: BLE001 - fail open
-                logger.debug("kcache: cannot judge a bundled call: %s", e)
-        return original(self, frame, *args, **kwargs)
-
-    cls.__call__ = call
-    return lambda: setattr(cls, "__call__", original)
-
-
-def _first_guard_failure(entry: Any, frame: Any) -> str:
-    """The first failing guard of a precompile entry, for the log and the marker."""
-    try:
-        parts = entry.guard_manager.check_verbose(frame.f_locals).verbose_code_parts
-        return str(parts[0])[:200] if parts else "unknown"
-    except Exception as e:  # noqa: BLE001 - a reason is an aid, not a result
-        return f"unknown ({type(e).__name__})"
-
-
-def _undo_partial_install(package: Any) -> None:
-    """What CompilePackage.install put in before it failed, taken out, and
-    the package emptied and uninitialized, so PyTorch's fresh start records
-    a new one: the globals it installed (popped whether or not a name came
-    twice) and the precompile entries on every code it may have reached.
-    Functions it marked to skip (trivial ones, with no graph) stay skipped."""
-    from torch._C._dynamo.eval_frame import _reset_precompile_entries
-    from torch._dynamo.package import _lookup_code
-
-    for module, names in getattr(package, "_installed_globals", {}).items():
-        for name in names:
-            module.__dict__.pop(name, None)
-    package._installed_globals = {}
-    for code, entry in list(getattr(package, "_codes", {}).items()):
-        targets = [code]
-        if entry.code_source:
-            try:
-                targets.append(_lookup_code(entry))
-            except Exception:  # noqa: BLE001 - not found: nothing was installed on it
-                pass
-        for target in targets:
-            try:
-                _reset_precompile_entries(target)
-            except Exception:  # noqa: BLE001 - no entries on it
-                pass
-    package._codes = {}
-    package._resume_codes = set()
-    package._cached_backends = {}
-    package._current_entry = None
-    package._initialized = False
-
-
-def _fresh_compiles_when_saving(bundles: Bundles) -> Callable[[], None]:
-    """Makes the FX-graph and AOTAutograd lookups of a run that saves a bundle
-    miss (Bundles.skips_lookup decides), so Inductor compiles each graph and
-    PyTorch can package it; what it compiles is still put in the caches."""
-    from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache
-    from torch._inductor.codecache import FxGraphCache
-
-    def wrap(
-        cls: type, name: str, inputs_at: int, inputs_name: str, miss: Callable[[], Any], packaged: Callable
-    ) -> Callable[[], None]:
-        original = cls.__dict__[name]  # the staticmethod object, put back as it was
-        function = original.__func__
-
-        @functools.wraps(function)
-        def lookup(*args, **kwargs):
-            inputs = args[inputs_at] if len(args) > inputs_at else kwargs.get(inputs_name, ())
-            if packaged(args, kwargs) and bundles.skips_lookup(inputs):
-                return miss()
-            return function(*args, **kwargs)
-
-        setattr(cls, name, staticmethod(lookup))
-        return lambda: setattr(cls, name, original)
-
-    def aot_packaged(args: tuple, kwargs: dict) -> bool:
-        # Dynamo sets precompile_backend_id only on a graph it packages; a
-        # standalone compile's load passes no config and expects its entry.
-        aot_config = args[5] if len(args) > 5 else kwargs.get("aot_config")
-        return getattr(aot_config, "precompile_backend_id", None) is not None
-
-    # AOTAutogradCache._lookup(key, local, remote, args, cache_info, aot_config) -> entry or None;
-    # FxGraphCache._lookup_graph(key, example_inputs, local, remote_cache, ...) -> (graph, info).
-    # An FX lookup does not say whose graph it is: every one in a saving run misses.
-    undo_aot = wrap(AOTAutogradCache, "_lookup", 3, "args", lambda: None, aot_packaged)
-    undo_fx = wrap(FxGraphCache, "_lookup_graph", 1, "example_inputs", lambda: (None, {}), lambda a, k: True)
-
-    def undo() -> None:
-        undo_fx()
-        undo_aot()
-
-    return undo
-
-
-def _tolerate_unsaveable_guards() -> Callable[[], None]:
-    """A frame whose guards PyTorch 2.11 cannot serialize fails the compile
-    under caching_precompile: a PackageError makes it bypass the frame's
-    package entry and then assert guards_state is not None
-    (convert_frame._compile_inner; GPT-2 on an H100), and an object of a class
-    defined in local scope (a model class made inside a function) raises a
-    TypeError out of serialize_guards. Either way the frame can compile without
-    precompile, as PyTorch means for a bypassed entry: its package entry is
-    bypassed (add_guarded_code returns early for it, so the empty guards are
-    never stored) and Dynamo goes on."""
-    from torch._dynamo import guards
-
-    cls = guards.CheckFunctionManager
-    original = cls.serialize_guards
-
-    @functools.wraps(original)
-    def serialize_guards(self, builder, sorted_guards, output_graph) -> bytes:
-        try:
-            return original(self, builder, sorted_guards, output_graph)
-        except Exception as e:  # noqa: BLE001 - any failure to save guards
-            try:
-                output_graph.bypass_package(f"kcache: guards cannot be saved: {e}")
-            except Exception:  # noqa: BLE001 - cannot bypass (strict_precompile): PyTorch's own error
-                raise e from None
-            return b""
-
-    cls.serialize_guards = serialize_guards
-    return lambda: setattr(cls, "serialize_guards", original)
