@@ -102,7 +102,7 @@ class Bundles:
         self._unsupported: Optional[list[dict]] = None
         self._marker_covers_all = True
         self._all_matched = True
-        # Bundled functions (_code_key) whose compiled functions ran, and those
+        # Bundled functions (_bundle_watch.code_key) whose compiled functions ran, and those
         # Dynamo traced though the bundle has entries for them (-> first failing guard).
         # Only functions with a compiled function of their own are judged: a
         # frame whose graph is empty before its first break serves through its
@@ -448,8 +448,8 @@ def _usable_precompile_entries(bundle: bytes) -> int:
     bypass. A bypassed code is traced again: 2.11 bypasses the code holding a
     graph whose backend it did not record ("Backend not found" at save; seen
     with a grad-enabled forward saved before any backward, and on a GPU for
-    a graph loaded from the FX-graph cache, which _precompile_fixes
-    avoids)."""
+    a graph loaded from the FX-graph cache, which
+    _precompile_fixes._fresh_compiles_when_saving avoids)."""
     import pickle
 
     from torch.compiler._cache import CacheArtifactManager
@@ -501,7 +501,7 @@ def install(bundles: Bundles) -> Callable[[], None]:
             if not use or bundles.install_failures == failures:
                 raise  # the call's own error, not the bundle's
             # The bundle's install failed and PyTorch still could not start
-            # afresh (_survive_failed_installs): as without precompile.
+            # afresh (_precompile_fixes._survive_failed_installs): as without precompile.
             config.caching_precompile = False
             return original(model, **kwargs)
         finally:

@@ -46,7 +46,7 @@ def manifest_entry(namespace: str, run_fingerprint: str) -> str:
 
 
 def bundle_entry(namespace: str, digest: str) -> str:
-    """The kcache key of a run's compile bundle (see _bundles)."""
+    """The kcache key of a run's compile bundle (see _bundle_header.bundle_key)."""
     return _bounded(f"torch:{namespace}:compile-bundle:{digest}", f"torch:{namespace}")
 
 

@@ -2,10 +2,10 @@
 
 Each wrapper closes one gap seen with real models (the docstrings say where):
 a frame without an importable name, a failed install, guards that cannot be
-saved, a run that saves a bundle of graphs it loaded from a cache, and
-Dynamo's global names colliding with a loaded bundle's. patch() puts the
-wrappers in and returns the undo; names_after_the_bundle() runs as a bundle
-loads.
+saved, a run that saves a bundle of graphs it loaded from a cache. patch()
+puts them in, with _bundle_watch's watch of bundled calls, and returns the
+undo. names_after_the_bundle() runs as a bundle loads: Dynamo's global names
+would otherwise collide with the loaded bundle's.
 """
 
 from __future__ import annotations
