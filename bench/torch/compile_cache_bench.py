@@ -664,6 +664,9 @@ def main() -> None:
             with open(f"{args.json}.runs.jsonl", "a") as f:
                 f.write(json.dumps(result) + "\n")
 
+    if args.json:  # this call's runs only, not an earlier call's with the same FILE
+        Path(f"{args.json}.runs.jsonl").unlink(missing_ok=True)
+
     try:
         if args.command == "models":
             profile_dir = Path(args.profile_dir) if args.profile_dir else None

@@ -310,13 +310,13 @@ def test_an_installed_compiled_function_reports_its_first_call_and_is_put_back()
     def installed(x):
         return x + 1
 
-    note = _bundle_watch.served_note(module, "__compiled_fn_3_x", installed, ("forward", "m.py", 7), bundles)
+    note = _bundle_watch.served_note(module, "__compiled_fn_3_x", installed, ("forward", 7), bundles)
     module.__dict__["__compiled_fn_3_x"] = note
-    assert note(1) == 2 and served == [("forward", "m.py", 7)]
+    assert note(1) == 2 and served == [("forward", 7)]
     assert module.__dict__["__compiled_fn_3_x"] is installed  # the hot path is PyTorch's own again
 
     other = object()  # something installed there meanwhile (a reinstall) stays
-    note = _bundle_watch.served_note(module, "__compiled_fn_3_x", installed, ("forward", "m.py", 7), bundles)
+    note = _bundle_watch.served_note(module, "__compiled_fn_3_x", installed, ("forward", 7), bundles)
     module.__dict__["__compiled_fn_3_x"] = other
     assert note(2) == 3 and module.__dict__["__compiled_fn_3_x"] is other
 
