@@ -145,6 +145,8 @@ def _install_compile_hooks(session: Session, bundled_autotune: bool) -> None:
         _undo.append(_coordesc.install())
     if session.settings.defer_compile_pool:
         _undo.append(_defer_compile_pool(session))
+    if session.settings.float_specializations:
+        _undo.append(_remember_float_specializations(session))
     session.hash_details.install()
     _undo.append(session.hash_details.uninstall)
     if session.bundles is None:  # with bundles: once the bundle is known (Bundles.before_compile)
@@ -165,6 +167,16 @@ def _defer_compile_pool(session: Session) -> Callable[[], None]:
         logging.getLogger("kcache").info("kcache: compile workers start as Inductor starts them (%s: %s)", type(e).__name__, e)
         return lambda: None
     return undo
+
+
+def _remember_float_specializations(session: Session) -> Callable[[], None]:
+    """Dynamo's float-specialization restarts made once per run (_tensorify);
+    a torch without the parts it wraps keeps Dynamo's own restarts."""
+    try:
+        return session.float_specializations().install()
+    except (AttributeError, ImportError) as e:
+        logging.getLogger("kcache").info("kcache: float specializations not remembered (%s: %s)", type(e).__name__, e)
+        return lambda: None
 
 
 def _install_failing_open(install: Callable[[], None]) -> None:

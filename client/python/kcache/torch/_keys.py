@@ -45,6 +45,11 @@ def manifest_entry(namespace: str, run_fingerprint: str) -> str:
     return _bounded(f"torch:{namespace}:run-manifest:{run_fingerprint}", f"torch:{namespace}")
 
 
+def float_specializations_entry(namespace: str, run_fingerprint: str) -> str:
+    """The kcache key of the floats a run's frames specialized (see _tensorify)."""
+    return _bounded(f"torch:{namespace}:float-specializations:{run_fingerprint}", f"torch:{namespace}")
+
+
 def bundle_entry(namespace: str, digest: str) -> str:
     """The kcache key of a run's compile bundle (see _bundle_header.bundle_key)."""
     return _bounded(f"torch:{namespace}:compile-bundle:{digest}", f"torch:{namespace}")

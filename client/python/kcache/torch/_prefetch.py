@@ -86,6 +86,7 @@ class Prefetch:
         self._used: dict[str, tuple[int, dict]] = {}  # read or written by this run, in order
         self._covered: frozenset[str] = frozenset()  # Inductor keys a loaded compile bundle carries
         self._dirty = False
+        self._manifest_read = False  # a manifest was found: what it does not list, this run did not use
         self._loaded = threading.Event()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -116,6 +117,15 @@ class Prefetch:
         if found is not None:
             self._stats["prefetch_hits"] += 1
         return found
+
+    def unlisted(self, key: str) -> bool:
+        """Whether this run's manifest was read and does not list key (which
+        the run that wrote it then never read nor wrote): a lookup kcached
+        need not be asked. False while the manifest is not (yet) known."""
+        if not self._loaded.wait(self._wait_s):
+            return False
+        with self._lock:
+            return self._manifest_read and key not in self._listed
 
     def note(self, key: str, size: int, metadata: dict) -> None:
         """key was read or written by this run: it belongs in the manifest."""
@@ -182,6 +192,7 @@ class Prefetch:
         batches = _batches(chosen)
         events = [threading.Event() for _ in batches]
         with self._lock:
+            self._manifest_read = True
             self._listed = {k: (n, m) for k, n, m in entries}
             for batch, event in zip(batches, events):
                 for key, _, _ in batch:

@@ -22,6 +22,7 @@ from . import _keys, _local_entries, _values
 from ._hash_details import HashDetailsRecorder
 from ._leases import LeaseKeeper
 from ._prefetch import Prefetch, fingerprint
+from ._tensorify import FloatSpecializations
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +63,9 @@ class Settings:
     # Start Inductor's compile workers at the first AOTAutograd or FX-graph
     # miss rather than before the first lookup (see _compile_pool).
     defer_compile_pool: bool = True
+    # Remember the floats Dynamo specialized after restarting a frame's trace
+    # (dynamic shapes; see _tensorify), so the next process traces it once.
+    float_specializations: bool = True
     # The run's compile report (see _report): PUT at exit and every report_interval_s.
     report: bool = True
     report_interval_s: float = 60.0
@@ -84,6 +88,7 @@ class Settings:
         "bundle_fresh_compile": "KCACHE_TORCH_BUNDLE_FRESH_COMPILE",
         "keep_tuned_configs": "KCACHE_TORCH_KEEP_TUNED_CONFIGS",
         "defer_compile_pool": "KCACHE_TORCH_DEFER_COMPILE_POOL",
+        "float_specializations": "KCACHE_TORCH_FLOAT_SPECIALIZATIONS",
         "report": "KCACHE_TORCH_REPORT",
         "report_interval_s": "KCACHE_TORCH_REPORT_INTERVAL_S",
     }
@@ -163,6 +168,25 @@ class Session:
             max_bytes=self.settings.prefetch_max_mb << 20,
         )
         self.prefetch.start()
+
+    def float_specializations(self) -> FloatSpecializations:
+        """This run's record of specialized floats, read and written under its
+        fingerprint through the prefetched set (a listed record comes with it)."""
+        key = _keys.float_specializations_entry(self.settings.namespace, fingerprint())
+
+        def load() -> Optional[bytes]:
+            # Most runs specialize no float and store no record: a manifest
+            # without it saves each of their processes a round trip.
+            if self.prefetch is not None and self.prefetch.unlisted(key):
+                return None
+            found = self.get_entry(key)
+            return found[0] if found is not None else None
+
+        return FloatSpecializations(
+            load,
+            lambda body: self.put(key, body, {"torch_cache": "float-specializations"}, _FLOATS_PRODUCER),
+            self.stats,
+        )
 
     def prefetch_to_local_caches(self) -> None:
         """Prefetched FX-graph and AOTAutograd entries go to Inductor's local
@@ -285,6 +309,7 @@ class Session:
 
 
 _MANIFEST_PRODUCER = "kcache.torch (run manifest)"
+_FLOATS_PRODUCER = "kcache.torch (float specializations)"
 
 _from_env: dict[Settings, Session] = {}
 _from_env_lock = threading.Lock()

@@ -1,0 +1,47 @@
+"""A child process for test_torch_float_specializations: a module whose
+Python floats Dynamo traces as symbols with dynamic=True, two of which
+AOTAutograd's tensorify pass cannot keep (a restart in plain PyTorch 2.11).
+
+    python torch_floats_child.py SCALE [SCALE ...]
+
+Prints one JSON line: Dynamo's attempts per frame compile, kcache's float
+counters, and whether each call matched eager."""
+
+import json
+import math
+import sys
+
+import torch
+
+import kcache.torch
+
+kcache.torch.enable()
+
+
+class Gelu(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(8, 8)
+        self.eps = 1e-5
+
+    def forward(self, x, scale: float):
+        y = self.lin(x)
+        y = 0.5 * y * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (y + 0.044715 * torch.pow(y, 3.0))))
+        y = torch.nn.functional.layer_norm(y, y.shape[-1:], eps=self.eps)
+        return y * scale
+
+
+module = Gelu()
+compiled = torch.compile(module, dynamic=True, backend="aot_eager")
+x = torch.randn(4, 8)
+matches = []
+for scale in map(float, sys.argv[1:]):
+    matches.append(bool(torch.allclose(compiled(x, scale), module(x, scale), atol=1e-6)))
+metrics = torch._dynamo.utils.compilation_time_metrics
+print(json.dumps({
+    "attempts": {k: len(v) for k, v in metrics.items() if k.startswith("compile_attempt")},
+    "frames": len(metrics.get("_compile.compile_inner", [])),
+    "kcache": {k: v for k, v in kcache.torch.stats().items() if k.startswith("float_specializations")},
+    "matches": matches,
+}))
