@@ -74,7 +74,7 @@ def test_a_wrong_record_costs_recompiles_never_a_wrong_result(daemon, tmp_path, 
     key = record_key(monkeypatch, "floats-wrong")
     scale = int(hashlib.sha256(b"L['scale']").hexdigest(), 16) % 100
     names = frozenset(f"zf{i}" for i in range(100)) | {f"zf{scale}"}
-    record = _tensorify.render({("Gelu.forward", first_line(), 0): names})
+    record = _tensorify.render({("Gelu.forward", "torch_floats_child.py", first_line(), 0): names})
     Client(daemon.url).put(key, record)
     wrong = child(daemon, tmp_path, "floats-wrong", "3.0", "4.0", "3.0")
     assert wrong["matches"] == [True, True, True]
@@ -87,11 +87,14 @@ def test_a_wrong_record_costs_recompiles_never_a_wrong_result(daemon, tmp_path, 
     [
         b"not json",
         b'{"version": 2, "frames": []}',
-        json.dumps({"version": 1, "frames": [["f", 1, 0, ["x; import os"]]]}).encode(),
-        json.dumps({"version": 1, "frames": [["f", -1, 0, ["zf1"]]]}).encode(),
-        json.dumps({"version": 1, "frames": [["f", 1, 0, [f"zf{i}" for i in range(257)]]]}).encode(),
-        json.dumps({"version": 1, "frames": [["f", i, 0, ["zf1"]] for i in range(257)]}).encode(),
-        json.dumps({"version": 1, "frames": [["f", 1, 0]]}).encode(),
+        json.dumps({"version": 1, "frames": [["f", "m.py", 1, 0, ["x; import os"]]]}).encode(),
+        json.dumps({"version": 1, "frames": [["f", "m.py", -1, 0, ["zf1"]]]}).encode(),
+        json.dumps({"version": 1, "frames": [["f", "m.py", True, 0, ["zf1"]]]}).encode(),
+        json.dumps({"version": 1, "frames": [["f", 7, 1, 0, ["zf1"]]]}).encode(),
+        json.dumps({"version": 1, "frames": [["f" * 513, "m.py", 1, 0, ["zf1"]]]}).encode(),
+        json.dumps({"version": 1, "frames": [["f", "m.py", 1, 0, [f"zf{i}" for i in range(257)]]]}).encode(),
+        json.dumps({"version": 1, "frames": [["f", "m.py", i, 0, ["zf1"]] for i in range(257)]}).encode(),
+        json.dumps({"version": 1, "frames": [["f", "m.py", 1, 0]]}).encode(),
     ],
 )
 def test_a_malformed_record_is_refused(body):
@@ -108,7 +111,7 @@ def test_a_malformed_stored_record_is_refused_and_the_frame_restarts(daemon, tmp
 
 
 def test_a_record_round_trips():
-    frames = {("M.forward", 12, 0): frozenset({"zf6", "zf56"}), ("f", 3, 1): frozenset({"zf0"})}
+    frames = {("M.forward", "m.py", 12, 0): frozenset({"zf6", "zf56"}), ("f", "n.py", 3, 1): frozenset({"zf0"})}
     assert _tensorify.parse(_tensorify.render(frames)) == frames
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import threading
 from typing import Any, Callable, Optional
@@ -39,10 +40,12 @@ RECORD_VERSION = 1
 _MAX_FRAMES = 256
 _MAX_NAMES = 256  # PyTorch keeps a process's names for its later frames too
 _NAME = re.compile(r"zf[0-9]{1,7}")  # Dynamo's symbolic floats (SymT.FLOAT)
-_MAX_QUALNAME = 512
+_MAX_NAME_CHARS = 512  # of a function's qualified name, of its file's name
 
 
-FrameKey = tuple[str, int, int]  # (qualified name, first line, compile of it in this process)
+# (qualified name, file name without its directory, first line, compile of it
+# in this process): not the path, which differs between nodes' environments.
+FrameKey = tuple[str, str, int, int]
 
 
 def parse(raw: bytes) -> Optional[dict[FrameKey, frozenset[str]]]:
@@ -55,8 +58,8 @@ def parse(raw: bytes) -> Optional[dict[FrameKey, frozenset[str]]]:
         if not isinstance(frames, list) or len(frames) > _MAX_FRAMES:
             return None
         out: dict[FrameKey, frozenset[str]] = {}
-        for qualname, line, nth, names in frames:
-            if not (isinstance(qualname, str) and len(qualname) <= _MAX_QUALNAME):
+        for qualname, filename, line, nth, names in frames:
+            if not all(isinstance(t, str) and len(t) <= _MAX_NAME_CHARS for t in (qualname, filename)):
                 return None
             if not (type(line) is int and type(nth) is int and line >= 0 and nth >= 0):
                 return None
@@ -64,14 +67,14 @@ def parse(raw: bytes) -> Optional[dict[FrameKey, frozenset[str]]]:
                 return None
             if not all(isinstance(n, str) and _NAME.fullmatch(n) for n in names):
                 return None
-            out[(qualname, line, nth)] = frozenset(names)
+            out[(qualname, filename, line, nth)] = frozenset(names)
         return out
     except (ValueError, KeyError, TypeError):
         return None
 
 
 def render(frames: dict[FrameKey, frozenset[str]]) -> bytes:
-    items = [[q, line, nth, sorted(names)] for (q, line, nth), names in list(frames.items())[:_MAX_FRAMES]]
+    items = [[*frame, sorted(names)] for frame, names in list(frames.items())[:_MAX_FRAMES]]
     return json.dumps({"version": RECORD_VERSION, "frames": items}, separators=(",", ":")).encode()
 
 
@@ -84,7 +87,7 @@ class FloatSpecializations:
         self._stats = stats
         self._lock = threading.Lock()
         self._recorded: dict[FrameKey, frozenset[str]] = {}
-        self._compiles: dict[tuple[str, int], int] = {}  # frames compiled so far, per code
+        self._compiles: dict[tuple[str, str, int], int] = {}  # frames compiled so far, per code
         self._loaded = False
 
     def install(self) -> Callable[[], None]:
@@ -114,20 +117,16 @@ class FloatSpecializations:
 
     def _before(self, code: Any, specializations: set[str]) -> Optional[FrameKey]:
         try:
-            name, line = code_key(code)
+            qualname, line = code_key(code)
+            code_id = (qualname, os.path.basename(code.co_filename), line)
             with self._lock:
-                if not self._loaded:  # at the first frame: kcached is asked once, and not before torch.compile runs
-                    self._loaded = True
-                    raw = self._load()
-                    if raw is not None:
-                        record = parse(raw)
-                        if record is None:
-                            self._stats["float_specializations_refused"] += 1
-                        else:
-                            self._recorded = record
-                nth = self._compiles.get((name, line), 0)
-                self._compiles[(name, line)] = nth + 1
-                frame = (name, line, nth)
+                first, self._loaded = not self._loaded, True
+            if first:  # at the first frame: kcached is asked once, and not before a compile
+                self._read()
+            with self._lock:
+                nth = self._compiles.get(code_id, 0)
+                self._compiles[code_id] = nth + 1
+                frame = (*code_id, nth)
                 seeds = self._recorded.get(frame)
             if seeds and not seeds <= specializations:
                 specializations.update(seeds)
@@ -136,6 +135,17 @@ class FloatSpecializations:
         except Exception as e:  # noqa: BLE001 - never in the way of a compile
             _log.debug("kcache: float specializations not seeded (%s: %s)", type(e).__name__, e)
             return None
+
+    def _read(self) -> None:
+        raw = self._load()
+        if raw is None:
+            return
+        record = parse(raw)
+        if record is None:
+            self._stats["float_specializations_refused"] += 1
+            return
+        with self._lock:
+            self._recorded = record
 
     def _after(self, frame: Optional[FrameKey], specializations: set[str]) -> None:
         """Stores the set once the frame compiled, if it differs from the record."""
