@@ -86,7 +86,7 @@ class Prefetch:
         self._used: dict[str, tuple[int, dict]] = {}  # read or written by this run, in order
         self._covered: frozenset[str] = frozenset()  # Inductor keys a loaded compile bundle carries
         self._dirty = False
-        self._manifest_read = False  # a manifest was found: what it does not list, this run did not use
+        self._manifest_read = False  # a whole manifest was found: what it does not list, this run did not use
         self._loaded = threading.Event()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -192,7 +192,7 @@ class Prefetch:
         batches = _batches(chosen)
         events = [threading.Event() for _ in batches]
         with self._lock:
-            self._manifest_read = True
+            self._manifest_read = len(entries) < self._max_keys  # a full one may have left keys out
             self._listed = {k: (n, m) for k, n, m in entries}
             for batch, event in zip(batches, events):
                 for key, _, _ in batch:

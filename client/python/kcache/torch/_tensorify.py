@@ -8,23 +8,31 @@ node or fresh. GPT-2 with dynamic=True traces twice and builds one joint graph
 for nothing: about 9 s of its 15 s first step on an H100.
 
 PyTorch keeps the names to specialize in TensorifyState, for one process only.
-This module records, for each compiled frame, that set as it stood once the
-frame compiled. It stores the record under the run's fingerprint (as the run
-manifest is stored) and puts the set back before the same frame compiles in the
-next process, so Dynamo's first attempt is the one it would have ended with.
+This module records, for each function Dynamo compiles, the names its first
+compile needed: those PyTorch learned by restarting, and those it found
+already set and used. It stores the record under the run's fingerprint (as the
+run manifest is stored) and adds the names back before the function's first
+compile in the next process, so Dynamo's first attempt is the one it would
+have ended with.
 
 - Sound: a specialized float becomes a constant guarded by its value (Dynamo's
-  guard_scalar). A recorded set, even a wrong one, changes which attempt
-  Dynamo makes first and at worst costs a recompile, never a wrong result.
-- Bounded: a stored record is untrusted input. It is read only if it is JSON
-  in this shape, with at most _MAX_FRAMES frames of at most _MAX_NAMES
-  symbolic-float names each; anything else is ignored.
+  guard_scalar). A wrong record makes Dynamo guard a float it could have kept
+  symbolic; that never gives a wrong result, but it can recompile as that
+  float changes. So a function that recompiles after being given names gets
+  them taken back at once, in this process, and the record marks it never to
+  be given names again under this run.
+- Bounded: a stored record is untrusted input. It is read only if it is at most
+  _MAX_RECORD_BYTES of JSON in this shape, with at most _MAX_FRAMES functions
+  of at most _MAX_NAMES symbolic-float names each; anything else is ignored.
+- Out of the way: kcached is asked once, at the first compile, and written to
+  from a background thread (and at exit), never while Dynamo compiles.
 - Fail open: a torch without TensorifyState, or kcached down, leaves Dynamo
   as it is.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -36,46 +44,64 @@ from ._bundle_watch import code_key
 
 _log = logging.getLogger("kcache")
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 _MAX_FRAMES = 256
-_MAX_NAMES = 256  # PyTorch keeps a process's names for its later frames too
-_NAME = re.compile(r"zf[0-9]{1,7}")  # Dynamo's symbolic floats (SymT.FLOAT)
+_MAX_NAMES = 256
 _MAX_NAME_CHARS = 512  # of a function's qualified name, of its file's name
+_MAX_RECORD_BYTES = 2 << 20  # above the largest record render() writes (~1 MB)
+_NAME = re.compile(r"zf[0-9]{1,7}")  # Dynamo's symbolic floats (SymT.FLOAT)
+
+# (qualified name, file name without its directory, first line): not the
+# path, which differs between nodes' environments. Two functions that share
+# a key share names, which costs at most what a wrong record costs.
+CodeId = tuple[str, str, int]
+# A function's names, or None: it recompiled after being given names, and is
+# not given any again under this run.
+Record = dict[CodeId, Optional[frozenset[str]]]
 
 
-# (qualified name, file name without its directory, first line, compile of it
-# in this process): not the path, which differs between nodes' environments.
-FrameKey = tuple[str, str, int, int]
-
-
-def parse(raw: bytes) -> Optional[dict[FrameKey, frozenset[str]]]:
-    """A stored record as {frame: names}, or None if it is not one."""
+def parse(raw: bytes) -> Optional[Record]:
+    """A stored record, or None if it is not one."""
+    if len(raw) > _MAX_RECORD_BYTES:
+        return None
     try:
         doc = json.loads(raw)
-        if not isinstance(doc, dict) or doc.get("version") != RECORD_VERSION:
+        if not isinstance(doc, dict) or type(doc.get("version")) is not int or doc["version"] != RECORD_VERSION:
             return None
         frames = doc["frames"]
         if not isinstance(frames, list) or len(frames) > _MAX_FRAMES:
             return None
-        out: dict[FrameKey, frozenset[str]] = {}
-        for qualname, filename, line, nth, names in frames:
+        out: Record = {}
+        for qualname, filename, line, names in frames:
             if not all(isinstance(t, str) and len(t) <= _MAX_NAME_CHARS for t in (qualname, filename)):
                 return None
-            if not (type(line) is int and type(nth) is int and line >= 0 and nth >= 0):
+            if not (type(line) is int and line >= 0):
                 return None
+            if names is None:
+                out[(qualname, filename, line)] = None
+                continue
             if not isinstance(names, list) or len(names) > _MAX_NAMES:
                 return None
             if not all(isinstance(n, str) and _NAME.fullmatch(n) for n in names):
                 return None
-            out[(qualname, filename, line, nth)] = frozenset(names)
+            out[(qualname, filename, line)] = frozenset(names)
         return out
-    except (ValueError, KeyError, TypeError):
+    except Exception:  # noqa: BLE001 - any malformed value (deep nesting included) is refused
         return None
 
 
-def render(frames: dict[FrameKey, frozenset[str]]) -> bytes:
-    items = [[*frame, sorted(names)] for frame, names in list(frames.items())[:_MAX_FRAMES]]
+def render(record: Record) -> bytes:
+    items = [[*code, None if names is None else sorted(names)] for code, names in list(record.items())[:_MAX_FRAMES]]
     return json.dumps({"version": RECORD_VERSION, "frames": items}, separators=(",", ":")).encode()
+
+
+class _Compile:
+    """What one first compile of a function started from."""
+
+    def __init__(self, code: CodeId, before: frozenset[str]):
+        self.code = code
+        self.before = before
+        self.used: set[str] = set()  # names Dynamo asked about and found set
 
 
 class FloatSpecializations:
@@ -86,55 +112,128 @@ class FloatSpecializations:
         self._load, self._store = load, store
         self._stats = stats
         self._lock = threading.Lock()
-        self._recorded: dict[FrameKey, frozenset[str]] = {}
-        self._compiles: dict[tuple[str, str, int], int] = {}  # frames compiled so far, per code
+        self._recorded: Record = {}
         self._loaded = False
+        self._compiled: set[CodeId] = set()
+        self._given: dict[CodeId, frozenset[str]] = {}  # names this process added, per function
+        self._learned: set[str] = set()  # names PyTorch itself added in this process
+        self._current: Optional[_Compile] = None  # Dynamo compiles one frame at a time (its compile lock)
+        self._pending: Optional[bytes] = None  # a record to write
+        self._writing = False
+        self._idle = threading.Event()  # no writer in flight
+        self._idle.set()
 
     def install(self) -> Callable[[], None]:
-        """Wraps Dynamo's per-frame compile; returns the undo. Raises
-        AttributeError or ImportError on a torch without the parts it needs."""
+        """Wraps Dynamo's per-frame compile and TensorifyState's lookup;
+        returns the undo. Raises AttributeError or ImportError on a torch
+        without the parts it needs."""
         import torch._dynamo.convert_frame as convert_frame
         from torch._dynamo.symbolic_convert import TensorifyState
 
-        if not isinstance(getattr(TensorifyState, "force_specializations", None), set):
-            raise AttributeError("TensorifyState.force_specializations is not a set")
+        specializations = getattr(TensorifyState, "force_specializations", None)
+        should_specialize = TensorifyState.__dict__.get("should_specialize")
+        if not isinstance(specializations, set) or not isinstance(should_specialize, classmethod):
+            raise AttributeError("TensorifyState is not the one kcache knows (force_specializations, should_specialize)")
         original = convert_frame._compile
         this = self
 
         def _compile(code, *args, **kwargs):
-            frame = this._before(code, TensorifyState.force_specializations)
-            result = original(code, *args, **kwargs)
-            this._after(frame, TensorifyState.force_specializations)
+            started = this._before(code, TensorifyState.force_specializations)
+            try:
+                result = original(code, *args, **kwargs)
+            finally:
+                this._current = None
+            this._after(started, TensorifyState.force_specializations)
             return result
 
+        def asked(cls, index):
+            found = should_specialize.__func__(cls, index)
+            current = this._current
+            if found and current is not None:
+                current.used.add(index)
+            return found
+
+        ours_ask = classmethod(asked)
+        TensorifyState.should_specialize = ours_ask
         convert_frame._compile = _compile
+        atexit.register(self.flush)
 
         def undo() -> None:
+            atexit.unregister(self.flush)
             if convert_frame._compile is _compile:
                 convert_frame._compile = original
+            if TensorifyState.__dict__.get("should_specialize") is ours_ask:
+                TensorifyState.should_specialize = should_specialize
+            self.flush()
 
         return undo
 
-    def _before(self, code: Any, specializations: set[str]) -> Optional[FrameKey]:
+    # ------------------------------------------------------------ compiles
+
+    def _before(self, code: Any, specializations: set[str]) -> Optional[_Compile]:
         try:
             qualname, line = code_key(code)
             code_id = (qualname, os.path.basename(code.co_filename), line)
             with self._lock:
-                first, self._loaded = not self._loaded, True
-            if first:  # at the first frame: kcached is asked once, and not before a compile
+                first_compile_here, self._loaded = not self._loaded, True
+            if first_compile_here:
                 self._read()
+            if code_id in self._compiled:
+                self._recompiling(code_id, specializations)
+                return None  # recompiles are PyTorch's own: neither given names nor recorded
+            self._compiled.add(code_id)
             with self._lock:
-                nth = self._compiles.get(code_id, 0)
-                self._compiles[code_id] = nth + 1
-                frame = (*code_id, nth)
-                seeds = self._recorded.get(frame)
-            if seeds and not seeds <= specializations:
-                specializations.update(seeds)
+                names = self._recorded.get(code_id)
+            given = frozenset(names - specializations) if names else frozenset()
+            if given:
+                specializations.update(given)
+                self._given[code_id] = given
                 self._stats["float_specializations_seeded"] += 1
-            return frame
+            self._current = _Compile(code_id, frozenset(specializations))
+            return self._current
         except Exception as e:  # noqa: BLE001 - never in the way of a compile
             _log.debug("kcache: float specializations not seeded (%s: %s)", type(e).__name__, e)
             return None
+
+    def _recompiling(self, code_id: CodeId, specializations: set[str]) -> None:
+        """A function recompiles. If this process gave it names, they may be
+        the reason (a float guarded by value that changed): take back those
+        PyTorch did not learn itself, and never give it names again."""
+        given = self._given.pop(code_id, None)
+        if given is None:
+            return
+        specializations.difference_update(given - self._learned)
+        with self._lock:
+            self._recorded[code_id] = None
+        self._stats["float_specializations_withdrawn"] += 1
+        self._schedule_store()
+
+    def _after(self, started: Optional[_Compile], specializations: set[str]) -> None:
+        """Records the names the function's first compile needed, if they
+        differ from the record."""
+        if started is None:
+            return
+        try:
+            learned = {n for n in specializations - started.before if _NAME.fullmatch(n)}
+            self._learned |= learned
+            needed = frozenset(learned | {n for n in started.used if _NAME.fullmatch(n)})
+            if len(needed) > _MAX_NAMES:
+                return
+            with self._lock:
+                recorded = self._recorded.get(started.code, frozenset())
+                if recorded is None or recorded == needed:
+                    return  # never again, or nothing new
+                if not needed:
+                    del self._recorded[started.code]
+                elif started.code in self._recorded or len(self._recorded) < _MAX_FRAMES:
+                    self._recorded[started.code] = needed
+                else:
+                    return
+            self._schedule_store()
+        except Exception as e:  # noqa: BLE001 - never in the way of a compile
+            _log.debug("kcache: float specializations not recorded (%s: %s)", type(e).__name__, e)
+
+    # ------------------------------------------------------------ kcached
 
     def _read(self) -> None:
         raw = self._load()
@@ -147,25 +246,38 @@ class FloatSpecializations:
         with self._lock:
             self._recorded = record
 
-    def _after(self, frame: Optional[FrameKey], specializations: set[str]) -> None:
-        """Stores the set once the frame compiled, if it differs from the record."""
-        if frame is None:
-            return
-        try:
-            names = frozenset(n for n in specializations if _NAME.fullmatch(n))
-            if len(names) > _MAX_NAMES:
+    def _schedule_store(self) -> None:
+        """The record as it is now, written by a background thread (one at a time)."""
+        with self._lock:
+            self._pending = render(self._recorded)
+            if self._writing:
                 return
+            self._writing = True
+            self._idle.clear()
+        threading.Thread(target=self._write_pending, name="kcache-floats", daemon=True).start()
+
+    def _write_pending(self) -> None:
+        while True:
             with self._lock:
-                if self._recorded.get(frame, frozenset()) == names:
+                body, self._pending = self._pending, None
+                if body is None:
+                    self._writing = False
+                    self._idle.set()
                     return
-                if not names:
-                    self._recorded.pop(frame, None)
-                elif frame in self._recorded or len(self._recorded) < _MAX_FRAMES:
-                    self._recorded[frame] = names
-                else:
-                    return
-                body = render(self._recorded)
+            self._put(body)
+
+    def flush(self, wait_s: float = 5.0) -> None:
+        """Writes a record still waiting and lets a writer in flight finish
+        (at exit, where daemon threads stop mid-request), at most wait_s."""
+        with self._lock:
+            body, self._pending = self._pending, None
+        if body is not None:
+            self._put(body)
+        self._idle.wait(wait_s)
+
+    def _put(self, body: bytes) -> None:
+        try:
             if self._store(body):
                 self._stats["float_specializations_stored"] += 1
-        except Exception as e:  # noqa: BLE001 - never in the way of a compile
+        except Exception as e:  # noqa: BLE001 - a record not written is a restart next time
             _log.debug("kcache: float specializations not stored (%s: %s)", type(e).__name__, e)
