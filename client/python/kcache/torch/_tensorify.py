@@ -11,21 +11,25 @@ PyTorch keeps the names to specialize in TensorifyState, for one process only.
 This module records, for each function Dynamo compiles, the names its first
 compile needed: those PyTorch learned by restarting, and those it found
 already set and used. It stores the record under the run's fingerprint (as the
-run manifest is stored) and adds the names back before the function's first
+run manifest is stored) and adds the names back for the function's first
 compile in the next process, so Dynamo's first attempt is the one it would
 have ended with.
 
 - Sound: a specialized float becomes a constant guarded by its value (Dynamo's
   guard_scalar). A wrong record makes Dynamo guard a float it could have kept
-  symbolic; that never gives a wrong result, but it can recompile as that
-  float changes. So a function that recompiles after being given names gets
-  them taken back at once, in this process, and the record marks it never to
-  be given names again under this run.
+  symbolic; that never gives a wrong result, but the function recompiles when
+  that float changes. So the names given to a function are in TensorifyState
+  only during that function's first compile: one recompile at most, which
+  runs as PyTorch alone would. A function that recompiles after being given
+  names is then recorded with only what PyTorch itself learned for it, which
+  drops a stale name from the record.
 - Bounded: a stored record is untrusted input. It is read only if it is at most
   _MAX_RECORD_BYTES of JSON in this shape, with at most _MAX_FRAMES functions
   of at most _MAX_NAMES symbolic-float names each; anything else is ignored.
 - Out of the way: kcached is asked once, at the first compile, and written to
   from a background thread (and at exit), never while Dynamo compiles.
+- Not for every function: one whose first compile restarts for another reason
+  (PyTorch then clears the set) or whose name is too long to store gets none.
 - Fail open: a torch without TensorifyState, or kcached down, leaves Dynamo
   as it is.
 """
@@ -55,9 +59,7 @@ _NAME = re.compile(r"zf[0-9]{1,7}")  # Dynamo's symbolic floats (SymT.FLOAT)
 # path, which differs between nodes' environments. Two functions that share
 # a key share names, which costs at most what a wrong record costs.
 CodeId = tuple[str, str, int]
-# A function's names, or None: it recompiled after being given names, and is
-# not given any again under this run.
-Record = dict[CodeId, Optional[frozenset[str]]]
+Record = dict[CodeId, frozenset[str]]
 
 
 def parse(raw: bytes) -> Optional[Record]:
@@ -77,9 +79,6 @@ def parse(raw: bytes) -> Optional[Record]:
                 return None
             if not (type(line) is int and line >= 0):
                 return None
-            if names is None:
-                out[(qualname, filename, line)] = None
-                continue
             if not isinstance(names, list) or len(names) > _MAX_NAMES:
                 return None
             if not all(isinstance(n, str) and _NAME.fullmatch(n) for n in names):
@@ -91,16 +90,18 @@ def parse(raw: bytes) -> Optional[Record]:
 
 
 def render(record: Record) -> bytes:
-    items = [[*code, None if names is None else sorted(names)] for code, names in list(record.items())[:_MAX_FRAMES]]
+    items = [[*code, sorted(names)] for code, names in list(record.items())[:_MAX_FRAMES]]
     return json.dumps({"version": RECORD_VERSION, "frames": items}, separators=(",", ":")).encode()
 
 
 class _Compile:
-    """What one first compile of a function started from."""
+    """One compile of a function, while it runs."""
 
-    def __init__(self, code: CodeId, before: frozenset[str]):
+    def __init__(self, code: CodeId, first: bool, given: frozenset[str], before: frozenset[str]):
         self.code = code
-        self.before = before
+        self.first = first  # the function's first compile (Dynamo has no cache entry for it)
+        self.given = given  # names this module added for it
+        self.before = before  # TensorifyState as the compile started, given names included
         self.used: set[str] = set()  # names Dynamo asked about and found set
 
 
@@ -114,10 +115,10 @@ class FloatSpecializations:
         self._lock = threading.Lock()
         self._recorded: Record = {}
         self._loaded = False
-        self._compiled: set[CodeId] = set()
-        self._given: dict[CodeId, frozenset[str]] = {}  # names this process added, per function
-        self._learned: set[str] = set()  # names PyTorch itself added in this process
-        self._current: Optional[_Compile] = None  # Dynamo compiles one frame at a time (its compile lock)
+        # Touched only inside Dynamo's compiles, which hold its compile lock:
+        self._current: Optional[_Compile] = None  # the innermost compile running
+        self._given_to: set[CodeId] = set()  # functions given names in this process
+        self._learned_for: dict[CodeId, set[str]] = {}  # names PyTorch learned compiling them
         self._pending: Optional[bytes] = None  # a record to write
         self._writing = False
         self._idle = threading.Event()  # no writer in flight
@@ -127,6 +128,8 @@ class FloatSpecializations:
         """Wraps Dynamo's per-frame compile and TensorifyState's lookup;
         returns the undo. Raises AttributeError or ImportError on a torch
         without the parts it needs."""
+        import inspect
+
         import torch._dynamo.convert_frame as convert_frame
         from torch._dynamo.symbolic_convert import TensorifyState
 
@@ -135,15 +138,23 @@ class FloatSpecializations:
         if not isinstance(specializations, set) or not isinstance(should_specialize, classmethod):
             raise AttributeError("TensorifyState is not the one kcache knows (force_specializations, should_specialize)")
         original = convert_frame._compile
+        signature = inspect.signature(original)
+        if "cache_entry" not in signature.parameters:
+            raise AttributeError("Dynamo's _compile takes no cache_entry")
         this = self
 
         def _compile(code, *args, **kwargs):
-            started = this._before(code, TensorifyState.force_specializations)
+            first = signature.bind(code, *args, **kwargs).arguments.get("cache_entry") is None
+            started, outer = this._before(code, first, TensorifyState.force_specializations), this._current
+            this._current = started
             try:
                 result = original(code, *args, **kwargs)
+            except BaseException:
+                this._done(started, TensorifyState.force_specializations, compiled=False)
+                raise
             finally:
-                this._current = None
-            this._after(started, TensorifyState.force_specializations)
+                this._current = outer
+            this._done(started, TensorifyState.force_specializations, compiled=True)
             return result
 
         def asked(cls, index):
@@ -170,68 +181,68 @@ class FloatSpecializations:
 
     # ------------------------------------------------------------ compiles
 
-    def _before(self, code: Any, specializations: set[str]) -> Optional[_Compile]:
+    def _before(self, code: Any, first: bool, specializations: set[str]) -> Optional[_Compile]:
         try:
             qualname, line = code_key(code)
             code_id = (qualname, os.path.basename(code.co_filename), line)
+            if any(len(t) > _MAX_NAME_CHARS for t in code_id[:2]):
+                return None  # a name a record cannot hold
             with self._lock:
                 first_compile_here, self._loaded = not self._loaded, True
             if first_compile_here:
                 self._read()
-            if code_id in self._compiled:
-                self._recompiling(code_id, specializations)
-                return None  # recompiles are PyTorch's own: neither given names nor recorded
-            self._compiled.add(code_id)
-            with self._lock:
-                names = self._recorded.get(code_id)
-            given = frozenset(names - specializations) if names else frozenset()
-            if given:
-                specializations.update(given)
-                self._given[code_id] = given
-                self._stats["float_specializations_seeded"] += 1
-            self._current = _Compile(code_id, frozenset(specializations))
-            return self._current
+            given: frozenset[str] = frozenset()
+            if first:
+                with self._lock:
+                    names = self._recorded.get(code_id, frozenset())
+                given = frozenset(names - specializations)
+                if given:
+                    specializations.update(given)
+                    self._given_to.add(code_id)
+                    self._stats["float_specializations_seeded"] += 1
+            return _Compile(code_id, first, given, frozenset(specializations))
         except Exception as e:  # noqa: BLE001 - never in the way of a compile
             _log.debug("kcache: float specializations not seeded (%s: %s)", type(e).__name__, e)
             return None
 
-    def _recompiling(self, code_id: CodeId, specializations: set[str]) -> None:
-        """A function recompiles. If this process gave it names, they may be
-        the reason (a float guarded by value that changed): take back those
-        PyTorch did not learn itself, and never give it names again."""
-        given = self._given.pop(code_id, None)
-        if given is None:
-            return
-        specializations.difference_update(given - self._learned)
-        with self._lock:
-            self._recorded[code_id] = None
-        self._stats["float_specializations_withdrawn"] += 1
-        self._schedule_store()
-
-    def _after(self, started: Optional[_Compile], specializations: set[str]) -> None:
-        """Records the names the function's first compile needed, if they
-        differ from the record."""
+    def _done(self, started: Optional[_Compile], specializations: set[str], compiled: bool) -> None:
+        """Takes the given names back (a later compile runs as PyTorch alone
+        would) and, for a compile that succeeded, records what it needed."""
         if started is None:
             return
         try:
             learned = {n for n in specializations - started.before if _NAME.fullmatch(n)}
-            self._learned |= learned
-            needed = frozenset(learned | {n for n in started.used if _NAME.fullmatch(n)})
-            if len(needed) > _MAX_NAMES:
+            specializations.difference_update(started.given)
+            self._learned_for.setdefault(started.code, set()).update(learned)
+            if not compiled:
                 return
-            with self._lock:
-                recorded = self._recorded.get(started.code, frozenset())
-                if recorded is None or recorded == needed:
-                    return  # never again, or nothing new
-                if not needed:
-                    del self._recorded[started.code]
-                elif started.code in self._recorded or len(self._recorded) < _MAX_FRAMES:
-                    self._recorded[started.code] = needed
-                else:
-                    return
-            self._schedule_store()
+            if started.first:
+                # What PyTorch would have had to know: what it learned, and what it used.
+                needed = frozenset(learned | {n for n in started.used if _NAME.fullmatch(n)})
+            elif started.code in self._given_to:
+                # A recompile after names were given, perhaps because of one of them:
+                # keep only what PyTorch itself learned for the function.
+                needed = frozenset(self._learned_for[started.code])
+                self._stats["float_specializations_corrected"] += 1
+            else:
+                return  # PyTorch's own recompile: the first compile's record stands
+            self._record(started.code, needed)
         except Exception as e:  # noqa: BLE001 - never in the way of a compile
             _log.debug("kcache: float specializations not recorded (%s: %s)", type(e).__name__, e)
+
+    def _record(self, code: CodeId, needed: frozenset[str]) -> None:
+        if len(needed) > _MAX_NAMES:
+            return
+        with self._lock:
+            if self._recorded.get(code, frozenset()) == needed:
+                return
+            if not needed:
+                del self._recorded[code]
+            elif code in self._recorded or len(self._recorded) < _MAX_FRAMES:
+                self._recorded[code] = needed
+            else:
+                return
+        self._schedule_store()
 
     # ------------------------------------------------------------ kcached
 
@@ -254,7 +265,12 @@ class FloatSpecializations:
                 return
             self._writing = True
             self._idle.clear()
-        threading.Thread(target=self._write_pending, name="kcache-floats", daemon=True).start()
+        try:
+            threading.Thread(target=self._write_pending, name="kcache-floats", daemon=True).start()
+        except RuntimeError:  # no thread now (interpreter shutting down): flush() writes it
+            with self._lock:
+                self._writing = False
+                self._idle.set()
 
     def _write_pending(self) -> None:
         while True:
@@ -270,7 +286,9 @@ class FloatSpecializations:
         """Writes a record still waiting and lets a writer in flight finish
         (at exit, where daemon threads stop mid-request), at most wait_s."""
         with self._lock:
-            body, self._pending = self._pending, None
+            body = None
+            if not self._writing:  # else the writer takes the newest record itself
+                body, self._pending = self._pending, None
         if body is not None:
             self._put(body)
         self._idle.wait(wait_s)
