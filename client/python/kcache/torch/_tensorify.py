@@ -97,12 +97,12 @@ def render(record: Record) -> bytes:
 class _Compile:
     """One compile of a function, while it runs."""
 
-    def __init__(self, code: CodeId, first: bool, given: frozenset[str], before: frozenset[str]):
+    def __init__(self, code: CodeId, first: bool, given: frozenset[str]):
         self.code = code
         self.first = first  # the function's first compile (Dynamo has no cache entry for it)
         self.given = given  # names this module added for it
-        self.before = before  # TensorifyState as the compile started, given names included
         self.used: set[str] = set()  # names Dynamo asked about and found set
+        self.learned: set[str] = set()  # names PyTorch added itself (its restarts)
 
 
 class FloatSpecializations:
@@ -135,8 +135,11 @@ class FloatSpecializations:
 
         specializations = getattr(TensorifyState, "force_specializations", None)
         should_specialize = TensorifyState.__dict__.get("should_specialize")
-        if not isinstance(specializations, set) or not isinstance(should_specialize, classmethod):
-            raise AttributeError("TensorifyState is not the one kcache knows (force_specializations, should_specialize)")
+        specialize = TensorifyState.__dict__.get("specialize")
+        if not isinstance(specializations, set) or not all(
+            isinstance(m, classmethod) for m in (should_specialize, specialize)
+        ):
+            raise AttributeError("TensorifyState is not the one kcache knows (force_specializations, (should_)specialize)")
         original = convert_frame._compile
         signature = inspect.signature(original)
         if "cache_entry" not in signature.parameters:
@@ -144,7 +147,10 @@ class FloatSpecializations:
         this = self
 
         def _compile(code, *args, **kwargs):
-            first = signature.bind(code, *args, **kwargs).arguments.get("cache_entry") is None
+            try:
+                first = signature.bind(code, *args, **kwargs).arguments.get("cache_entry") is None
+            except TypeError:  # a call _compile refuses too; give no names
+                first = False
             started, outer = this._before(code, first, TensorifyState.force_specializations), this._current
             this._current = started
             try:
@@ -164,8 +170,15 @@ class FloatSpecializations:
                 current.used.add(index)
             return found
 
-        ours_ask = classmethod(asked)
+        def learn(cls, index):
+            current = this._current
+            if current is not None:
+                current.learned.add(index)
+            return specialize.__func__(cls, index)
+
+        ours_ask, ours_learn = classmethod(asked), classmethod(learn)
         TensorifyState.should_specialize = ours_ask
+        TensorifyState.specialize = ours_learn
         convert_frame._compile = _compile
         atexit.register(self.flush)
 
@@ -175,6 +188,8 @@ class FloatSpecializations:
                 convert_frame._compile = original
             if TensorifyState.__dict__.get("should_specialize") is ours_ask:
                 TensorifyState.should_specialize = should_specialize
+            if TensorifyState.__dict__.get("specialize") is ours_learn:
+                TensorifyState.specialize = specialize
             self.flush()
 
         return undo
@@ -200,7 +215,7 @@ class FloatSpecializations:
                     specializations.update(given)
                     self._given_to.add(code_id)
                     self._stats["float_specializations_seeded"] += 1
-            return _Compile(code_id, first, given, frozenset(specializations))
+            return _Compile(code_id, first, given)
         except Exception as e:  # noqa: BLE001 - never in the way of a compile
             _log.debug("kcache: float specializations not seeded (%s: %s)", type(e).__name__, e)
             return None
@@ -211,8 +226,10 @@ class FloatSpecializations:
         if started is None:
             return
         try:
-            learned = {n for n in specializations - started.before if _NAME.fullmatch(n)}
-            specializations.difference_update(started.given)
+            # PyTorch may have cleared the set and learned a given name again:
+            # that one is its own now, and stays.
+            learned = {n for n in started.learned if _NAME.fullmatch(n)}
+            specializations.difference_update(started.given - started.learned)
             self._learned_for.setdefault(started.code, set()).update(learned)
             if not compiled:
                 return
@@ -286,11 +303,12 @@ class FloatSpecializations:
         """Writes a record still waiting and lets a writer in flight finish
         (at exit, where daemon threads stop mid-request), at most wait_s."""
         with self._lock:
-            body = None
-            if not self._writing:  # else the writer takes the newest record itself
-                body, self._pending = self._pending, None
-        if body is not None:
-            self._put(body)
+            write_here = not self._writing and self._pending is not None  # else the writer takes the newest itself
+            if write_here:
+                self._writing = True
+                self._idle.clear()
+        if write_here:
+            self._write_pending()
         self._idle.wait(wait_s)
 
     def _put(self, body: bytes) -> None:
