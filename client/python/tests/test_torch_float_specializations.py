@@ -85,6 +85,20 @@ def test_the_next_process_traces_the_frame_once_and_matches_eager(daemon, tmp_pa
     assert second["matches"] == [True, True, True]
 
 
+def test_across_a_graph_break_only_the_break_s_own_restart_is_left(daemon, tmp_path):
+    # The forward and the function Dynamo resumes in after the break each
+    # restart for their floats; the forward restarts for the break too, which
+    # clears PyTorch's set, and kcache gives its names back after that clear.
+    first = child(daemon.url, tmp_path, "floats-break", "3.0", "4.0", FLOATS_GRAPH_BREAK="1")
+    assert first["attempts"] == {"compile_attempt_0": 2, "compile_attempt_1": 2, "compile_attempt_2": 1}
+    assert first["frames"] == 2 and first["matches"] == [True, True]
+    second = child(daemon.url, tmp_path, "floats-break", "3.0", "4.0", FLOATS_GRAPH_BREAK="1")
+    # Only the graph break's own restart is left.
+    assert second["attempts"] == {"compile_attempt_0": 2, "compile_attempt_1": 1}
+    assert second["frames"] == 2 and second["matches"] == [True, True]
+    assert second["kcache"] == {"float_specializations_seeded": 2}
+
+
 def test_off_the_next_process_restarts_as_plain_pytorch(daemon, tmp_path):
     child(daemon.url, tmp_path, "floats-off")
     off = child(daemon.url, tmp_path, "floats-off", KCACHE_TORCH_FLOAT_SPECIALIZATIONS="0")

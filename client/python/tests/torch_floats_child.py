@@ -4,6 +4,9 @@ AOTAutograd's tensorify pass cannot keep (a restart in plain PyTorch 2.11).
 
     python torch_floats_child.py SCALE [SCALE ...]
 
+With FLOATS_GRAPH_BREAK=1 the forward breaks its graph in the middle
+(Dynamo then restarts for the break too, and compiles a resume function).
+
 Prints one JSON line at exit (after kcache wrote its record): Dynamo's
 attempts per frame compile, kcache's float counters, and whether each call
 matched eager."""
@@ -11,6 +14,7 @@ matched eager."""
 import atexit
 import json
 import math
+import os
 import sys
 
 import torch
@@ -30,6 +34,9 @@ kcache.torch.enable()
 live = kcache.torch._session.stats  # the session's own counters, still counting at exit
 
 
+GRAPH_BREAK = os.environ.get("FLOATS_GRAPH_BREAK") == "1"
+
+
 class Gelu(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -40,6 +47,8 @@ class Gelu(torch.nn.Module):
     def forward(self, x, scale: float):
         y = self.lin(x)
         y = 0.5 * y * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (y + 0.044715 * torch.pow(y, 3.0))))
+        if GRAPH_BREAK:
+            torch._dynamo.graph_break()
         y = torch.nn.functional.layer_norm(y, y.shape[-1:], eps=self.eps)
         return y * scale
 

@@ -28,8 +28,7 @@ have ended with.
   of at most _MAX_NAMES symbolic-float names each; anything else is ignored.
 - Out of the way: kcached is asked once, at the first compile, and written to
   from a background thread (and at exit), never while Dynamo compiles.
-- Not for every function: one whose first compile restarts for another reason
-  (PyTorch then clears the set) or whose name is too long to store gets none.
+- Not for every function: one whose name is too long to store gets none.
 - Fail open: a torch without TensorifyState, or kcached down, leaves Dynamo
   as it is.
 """
@@ -136,10 +135,11 @@ class FloatSpecializations:
         specializations = getattr(TensorifyState, "force_specializations", None)
         should_specialize = TensorifyState.__dict__.get("should_specialize")
         specialize = TensorifyState.__dict__.get("specialize")
+        clear = TensorifyState.__dict__.get("clear")
         if not isinstance(specializations, set) or not all(
-            isinstance(m, classmethod) for m in (should_specialize, specialize)
+            isinstance(m, classmethod) for m in (should_specialize, specialize, clear)
         ):
-            raise AttributeError("TensorifyState is not the one kcache knows (force_specializations, (should_)specialize)")
+            raise AttributeError("TensorifyState is not the one kcache knows (force_specializations, its methods)")
         original = convert_frame._compile
         signature = inspect.signature(original)
         if "cache_entry" not in signature.parameters:
@@ -176,9 +176,20 @@ class FloatSpecializations:
                 current.learned.add(index)
             return specialize.__func__(cls, index)
 
-        ours_ask, ours_learn = classmethod(asked), classmethod(learn)
+        def cleared(cls):
+            # Dynamo clears the set when it restarts a compile for another
+            # reason (a graph break found while tracing): the names given for
+            # this frame still hold, as PyTorch would learn them again.
+            result = clear.__func__(cls)
+            current = this._current
+            if current is not None and current.given:
+                TensorifyState.force_specializations.update(current.given)
+            return result
+
+        ours_ask, ours_learn, ours_clear = classmethod(asked), classmethod(learn), classmethod(cleared)
         TensorifyState.should_specialize = ours_ask
         TensorifyState.specialize = ours_learn
+        TensorifyState.clear = ours_clear
         convert_frame._compile = _compile
         atexit.register(self.flush)
 
@@ -190,6 +201,8 @@ class FloatSpecializations:
                 TensorifyState.should_specialize = should_specialize
             if TensorifyState.__dict__.get("specialize") is ours_learn:
                 TensorifyState.specialize = specialize
+            if TensorifyState.__dict__.get("clear") is ours_clear:
+                TensorifyState.clear = clear
             self.flush()
 
         return undo
@@ -226,8 +239,8 @@ class FloatSpecializations:
         if started is None:
             return
         try:
-            # PyTorch may have cleared the set and learned a given name again:
-            # that one is its own now, and stays.
+            # A given name PyTorch learned itself (it cleared the set under a
+            # restart kcache did not follow) is its own now, and stays.
             learned = {n for n in started.learned if _NAME.fullmatch(n)}
             specializations.difference_update(started.given - started.learned)
             self._learned_for.setdefault(started.code, set()).update(learned)
