@@ -5,6 +5,7 @@ once. A record is untrusted input: a wrong one still gives eager's results,
 costs one recompile and is corrected, a malformed one is refused, and
 with kcached down Dynamo runs as it does without kcache."""
 
+import collections
 import hashlib
 import json
 import os
@@ -100,7 +101,8 @@ def test_across_a_graph_break_only_the_break_s_own_restart_is_left(daemon, tmp_p
 
 
 def test_off_the_next_process_restarts_as_plain_pytorch(daemon, tmp_path):
-    child(daemon.url, tmp_path, "floats-off")
+    on = child(daemon.url, tmp_path, "floats-off")
+    assert on["kcache"] == {"float_specializations_stored": 1}  # a record the next process could use
     off = child(daemon.url, tmp_path, "floats-off", KCACHE_TORCH_FLOAT_SPECIALIZATIONS="0")
     assert off["attempts"] == RESTARTED
     assert off["kcache"] == {}
@@ -153,14 +155,19 @@ def test_with_kcached_down_dynamo_restarts_as_without_kcache(tmp_path):
     [
         b"not json",
         b"[" * 200_000,
-        b" " * (_tensorify._MAX_RECORD_BYTES + 1),
+        # A valid record, padded past the limit.
+        b'{"version": 2, "frames": []}' + b" " * _tensorify._MAX_RECORD_BYTES,
         b'{"version": 1, "frames": []}',
         b'{"version": true, "frames": []}',
+        b'{"version": 2.0, "frames": []}',
         json.dumps({"version": 2, "frames": [["f", "m.py", 1, ["x; import os"]]]}).encode(),
         json.dumps({"version": 2, "frames": [["f", "m.py", -1, ["zf1"]]]}).encode(),
         json.dumps({"version": 2, "frames": [["f", "m.py", True, ["zf1"]]]}).encode(),
         json.dumps({"version": 2, "frames": [["f", 7, 1, ["zf1"]]]}).encode(),
-        json.dumps({"version": 2, "frames": [["f" * 513, "m.py", 1, ["zf1"]]]}).encode(),
+        json.dumps({"version": 2, "frames": [["f" * 511, "m.py", 1, ["zf1"]]]}).encode(),
+        # 128 characters, 513 bytes as JSON: bounds count what render() writes.
+        json.dumps({"version": 2, "frames": [["\U0001f600" * 128, "m.py", 1, ["zf1"]]]}).encode(),
+        json.dumps({"version": 2, "frames": [["f", "\x01" * 86, 1, ["zf1"]]]}).encode(),
         json.dumps({"version": 2, "frames": [["f", "m.py", 1, [f"zf{i}" for i in range(257)]]]}).encode(),
         json.dumps({"version": 2, "frames": [["f", "m.py", i, ["zf1"]] for i in range(257)]}).encode(),
         json.dumps({"version": 2, "frames": [["f", "m.py", 1]]}).encode(),
@@ -184,3 +191,97 @@ def test_a_malformed_stored_record_is_refused_and_the_frame_restarts(daemon, tmp
 def test_a_record_round_trips():
     record = {("M.forward", "m.py", 12): frozenset({"zf6", "zf56"}), ("f", "n.py", 3): frozenset({"zf0"})}
     assert _tensorify.parse(_tensorify.render(record)) == record
+
+
+def test_the_largest_record_parses():
+    # Every bound at once, with the names that cost most as JSON: what a
+    # process writes, the next one reads (else each would learn and write again).
+    escaped = "\x01" * 85  # 6 bytes each as JSON: 512 with the quotes
+    wide = "\U0001f600" * 127 + "ab"  # 4 bytes each: 512 with the quotes
+    names = frozenset(f"zf{9_999_999 - i}" for i in range(_tensorify._MAX_NAMES))
+    record = {(wide, escaped, 2**31 + i): names for i in range(_tensorify._MAX_FRAMES)}
+    body = _tensorify.render(record)
+    assert len(body) <= _tensorify._MAX_RECORD_BYTES
+    assert _tensorify.parse(body) == record
+
+
+def f():
+    pass
+
+
+def g():
+    pass
+
+
+def code_id(fn) -> tuple:
+    return (fn.__qualname__, Path(fn.__code__.co_filename).name, fn.__code__.co_firstlineno)
+
+
+class Recorder:
+    """FloatSpecializations with a record in memory, its compiles driven by
+    hand the way its wrappers around Dynamo report them."""
+
+    def __init__(self, record: dict):
+        self.stored: list[bytes] = []
+        self.stats: collections.Counter = collections.Counter()
+        self.floats = _tensorify.FloatSpecializations(
+            lambda: _tensorify.render(record), lambda body: self.stored.append(body) or True, self.stats
+        )
+        self.specializations: set[str] = set()  # TensorifyState.force_specializations
+
+    def compile(self, fn, first: bool, asks: set[str] = frozenset(), learns: set[str] = frozenset()) -> set[str]:
+        """One compile of fn: Dynamo asks about names (finding those set),
+        then learns names by restarting. Returns the set during the compile."""
+        started = self.floats._before(fn.__code__, first, self.specializations)
+        during = set(self.specializations)
+        started.used.update(n for n in asks if n in self.specializations)
+        started.learned.update(learns)
+        self.specializations.update(learns)
+        self.floats._done(started, self.specializations, compiled=True)
+        return during
+
+    def last_stored(self) -> dict:
+        self.floats.flush()
+        return _tensorify.parse(self.stored[-1]) if self.stored else None
+
+
+def test_a_name_pytorch_learned_for_one_function_is_not_dropped_from_another():
+    # Two functions share a float's name (the same source: a module's eps).
+    # After a wrong given name made both recompile, PyTorch learns the shared
+    # name in the first one's recompile; the second finds it set and learns
+    # nothing, and still needs it.
+    shared = symbol("L['self'].eps")
+    r = Recorder({code_id(f): frozenset({shared, "zf1"}), code_id(g): frozenset({shared, "zf1"})})
+    assert r.compile(f, first=True, asks={shared, "zf1"}) == {shared, "zf1"}
+    assert r.compile(g, first=True, asks={shared, "zf1"}) == {shared, "zf1"}
+    assert r.specializations == set()  # given for first compiles only
+    assert r.compile(f, first=False, learns={shared}) == set()
+    assert r.compile(g, first=False, asks={shared}) == {shared}
+    assert r.last_stored() == {code_id(f): frozenset({shared}), code_id(g): frozenset({shared})}
+    assert r.stats["float_specializations_corrected"] == 2 and r.stats["float_specializations_seeded"] == 2
+
+
+def test_a_recompile_that_changes_nothing_corrects_nothing():
+    shared = symbol("L['self'].eps")
+    r = Recorder({code_id(f): frozenset({shared})})
+    r.compile(f, first=True, asks={shared})
+    r.compile(f, first=False, learns={shared})  # e.g. a new shape: PyTorch restarts again, as it would alone
+    assert r.stats["float_specializations_corrected"] == 0
+    assert r.stored == []  # the record stands as it was read
+
+
+def test_a_function_needing_more_names_than_a_record_holds_loses_its_entry():
+    r = Recorder({code_id(f): frozenset({"zf1"})})
+    r.compile(f, first=True, learns={f"zf{i}" for i in range(_tensorify._MAX_NAMES + 1)})
+    assert r.last_stored() == {}  # not the stale {zf1}
+
+
+def test_a_full_record_makes_way_for_a_function_compiled_now():
+    # 256 functions of an earlier version of the code (lines moved since).
+    old = {("f", "gone.py", line): frozenset({"zf1"}) for line in range(_tensorify._MAX_FRAMES)}
+    r = Recorder(old)
+    r.compile(f, first=True, learns={"zf2"})
+    record = r.last_stored()
+    assert len(record) == _tensorify._MAX_FRAMES and record[code_id(f)] == {"zf2"}
+    r.compile(g, first=True, learns={"zf3"})
+    assert r.last_stored()[code_id(g)] == {"zf3"} and r.last_stored()[code_id(f)] == {"zf2"}

@@ -21,11 +21,13 @@ have ended with.
   that float changes. So the names given to a function are in TensorifyState
   only during that function's first compile: one recompile at most, which
   runs as PyTorch alone would. A function that recompiles after being given
-  names is then recorded with only what PyTorch itself learned for it, which
-  drops a stale name from the record.
+  names is then recorded with only the names PyTorch itself learned or found
+  set for it (in any of its compiles), which drops a stale name from the record.
 - Bounded: a stored record is untrusted input. It is read only if it is at most
   _MAX_RECORD_BYTES of JSON in this shape, with at most _MAX_FRAMES functions
-  of at most _MAX_NAMES symbolic-float names each; anything else is ignored.
+  of at most _MAX_NAMES symbolic-float names each, and names of functions and
+  files of at most _MAX_NAME_BYTES as JSON; anything else is ignored. The same
+  bounds hold what this module writes, so every record it renders parses.
 - Out of the way: kcached is asked once, at the first compile, and written to
   from a background thread (and at exit), never while Dynamo compiles.
 - Not for every function: one whose name is too long to store gets none.
@@ -50,8 +52,10 @@ _log = logging.getLogger("kcache")
 RECORD_VERSION = 2
 _MAX_FRAMES = 256
 _MAX_NAMES = 256
-_MAX_NAME_CHARS = 512  # of a function's qualified name, of its file's name
-_MAX_RECORD_BYTES = 2 << 20  # above the largest record render() writes (~1 MB)
+_MAX_NAME_BYTES = 512  # a function's qualified name, its file's name: as JSON, quotes and escapes included
+# Above the largest record render() writes: 256 frames of two names, a line
+# and 256 names of at most 12 bytes each (test_the_largest_record_parses).
+_MAX_RECORD_BYTES = 2 << 20
 _NAME = re.compile(r"zf[0-9]{1,7}")  # Dynamo's symbolic floats (SymT.FLOAT)
 
 # (qualified name, file name without its directory, first line): not the
@@ -59,6 +63,15 @@ _NAME = re.compile(r"zf[0-9]{1,7}")  # Dynamo's symbolic floats (SymT.FLOAT)
 # a key share names, which costs at most what a wrong record costs.
 CodeId = tuple[str, str, int]
 Record = dict[CodeId, frozenset[str]]
+
+
+def _fits(text: str) -> bool:
+    """text as render() writes it is at most _MAX_NAME_BYTES (a name that
+    cannot be written, a lone surrogate of a file name, does not fit)."""
+    try:
+        return len(json.dumps(text, ensure_ascii=False).encode()) <= _MAX_NAME_BYTES
+    except (UnicodeEncodeError, ValueError):
+        return False
 
 
 def parse(raw: bytes) -> Optional[Record]:
@@ -74,7 +87,7 @@ def parse(raw: bytes) -> Optional[Record]:
             return None
         out: Record = {}
         for qualname, filename, line, names in frames:
-            if not all(isinstance(t, str) and len(t) <= _MAX_NAME_CHARS for t in (qualname, filename)):
+            if not all(isinstance(t, str) and _fits(t) for t in (qualname, filename)):
                 return None
             if not (type(line) is int and line >= 0):
                 return None
@@ -89,8 +102,11 @@ def parse(raw: bytes) -> Optional[Record]:
 
 
 def render(record: Record) -> bytes:
+    """The record as stored: within parse()'s bounds for any record whose
+    names fit (_fits) and hold at most _MAX_NAMES names each."""
     items = [[*code, sorted(names)] for code, names in list(record.items())[:_MAX_FRAMES]]
-    return json.dumps({"version": RECORD_VERSION, "frames": items}, separators=(",", ":")).encode()
+    doc = {"version": RECORD_VERSION, "frames": items}
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 class _Compile:
@@ -114,10 +130,13 @@ class FloatSpecializations:
         self._lock = threading.Lock()
         self._recorded: Record = {}
         self._loaded = False
-        # Touched only inside Dynamo's compiles, which hold its compile lock:
-        self._current: Optional[_Compile] = None  # the innermost compile running
+        # The innermost compile running, per thread: Dynamo's compiles hold
+        # its compile lock, but export and fullgraph capture trace without it.
+        self._running = threading.local()
+        # Touched only inside Dynamo's compiles:
         self._given_to: set[CodeId] = set()  # functions given names in this process
-        self._learned_for: dict[CodeId, set[str]] = {}  # names PyTorch learned compiling them
+        # Names PyTorch itself learned or found set compiling a function (never one this module gave).
+        self._own_for: dict[CodeId, set[str]] = {}
         self._pending: Optional[bytes] = None  # a record to write
         self._writing = False
         self._idle = threading.Event()  # no writer in flight
@@ -151,15 +170,16 @@ class FloatSpecializations:
                 first = signature.bind(code, *args, **kwargs).arguments.get("cache_entry") is None
             except TypeError:  # a call _compile refuses too; give no names
                 first = False
-            started, outer = this._before(code, first, TensorifyState.force_specializations), this._current
-            this._current = started
+            outer = this._current
+            started = this._before(code, first, TensorifyState.force_specializations)
+            this._running.compile = started
             try:
                 result = original(code, *args, **kwargs)
             except BaseException:
                 this._done(started, TensorifyState.force_specializations, compiled=False)
                 raise
             finally:
-                this._current = outer
+                this._running.compile = outer
             this._done(started, TensorifyState.force_specializations, compiled=True)
             return result
 
@@ -209,11 +229,15 @@ class FloatSpecializations:
 
     # ------------------------------------------------------------ compiles
 
+    @property
+    def _current(self) -> Optional[_Compile]:
+        return getattr(self._running, "compile", None)
+
     def _before(self, code: Any, first: bool, specializations: set[str]) -> Optional[_Compile]:
         try:
             qualname, line = code_key(code)
             code_id = (qualname, os.path.basename(code.co_filename), line)
-            if any(len(t) > _MAX_NAME_CHARS for t in code_id[:2]):
+            if not all(_fits(t) for t in code_id[:2]):
                 return None  # a name a record cannot hold
             with self._lock:
                 first_compile_here, self._loaded = not self._loaded, True
@@ -224,11 +248,12 @@ class FloatSpecializations:
                 with self._lock:
                     names = self._recorded.get(code_id, frozenset())
                 given = frozenset(names - specializations)
-                if given:
-                    specializations.update(given)
-                    self._given_to.add(code_id)
-                    self._stats["float_specializations_seeded"] += 1
-            return _Compile(code_id, first, given)
+            started = _Compile(code_id, first, given)
+            if given:
+                self._given_to.add(code_id)
+                self._stats["float_specializations_seeded"] += 1
+                specializations.update(given)  # last: from here on _done takes them back
+            return started
         except Exception as e:  # noqa: BLE001 - never in the way of a compile
             _log.debug("kcache: float specializations not seeded (%s: %s)", type(e).__name__, e)
             return None
@@ -241,38 +266,48 @@ class FloatSpecializations:
         try:
             # A given name PyTorch learned itself (it cleared the set under a
             # restart kcache did not follow) is its own now, and stays.
-            learned = {n for n in started.learned if _NAME.fullmatch(n)}
             specializations.difference_update(started.given - started.learned)
-            self._learned_for.setdefault(started.code, set()).update(learned)
+            learned = {n for n in started.learned if _NAME.fullmatch(n)}
+            used = {n for n in started.used if _NAME.fullmatch(n)}
+            # PyTorch's own: what it learned, and what it found set that was not given
+            # (another function's name PyTorch learned first is this one's too).
+            own = learned | (used - (started.given - started.learned))
+            self._own_for.setdefault(started.code, set()).update(own)
             if not compiled:
                 return
             if started.first:
                 # What PyTorch would have had to know: what it learned, and what it used.
-                needed = frozenset(learned | {n for n in started.used if _NAME.fullmatch(n)})
+                self._record(started.code, frozenset(learned | used))
             elif started.code in self._given_to:
                 # A recompile after names were given, perhaps because of one of them:
-                # keep only what PyTorch itself learned for the function.
-                needed = frozenset(self._learned_for[started.code])
-                self._stats["float_specializations_corrected"] += 1
-            else:
-                return  # PyTorch's own recompile: the first compile's record stands
-            self._record(started.code, needed)
+                # keep only the names PyTorch itself needed for the function.
+                if self._record(started.code, frozenset(self._own_for[started.code])):
+                    self._stats["float_specializations_corrected"] += 1
+            # else PyTorch's own recompile: the first compile's record stands
         except Exception as e:  # noqa: BLE001 - never in the way of a compile
             _log.debug("kcache: float specializations not recorded (%s: %s)", type(e).__name__, e)
 
-    def _record(self, code: CodeId, needed: frozenset[str]) -> None:
+    def _record(self, code: CodeId, needed: frozenset[str]) -> bool:
+        """needed becomes the function's entry; whether the record changed."""
         if len(needed) > _MAX_NAMES:
-            return
+            needed = frozenset()  # more than a record holds: the function gets none, not a stale entry
         with self._lock:
             if self._recorded.get(code, frozenset()) == needed:
-                return
+                return False
             if not needed:
                 del self._recorded[code]
             elif code in self._recorded or len(self._recorded) < _MAX_FRAMES:
                 self._recorded[code] = needed
             else:
-                return
+                # Full: a function this process never compiled makes way (one
+                # from before an edit moved its lines, say), else this one waits.
+                stale = next((c for c in self._recorded if c not in self._own_for), None)
+                if stale is None:
+                    return False
+                del self._recorded[stale]
+                self._recorded[code] = needed
         self._schedule_store()
+        return True
 
     # ------------------------------------------------------------ kcached
 
