@@ -163,9 +163,11 @@ def test_with_kcached_down_dynamo_restarts_as_without_kcache(tmp_path):
         json.dumps({"version": 2, "frames": [["f", "m.py", 1, ["x; import os"]]]}).encode(),
         json.dumps({"version": 2, "frames": [["f", "m.py", -1, ["zf1"]]]}).encode(),
         json.dumps({"version": 2, "frames": [["f", "m.py", True, ["zf1"]]]}).encode(),
+        json.dumps({"version": 2, "frames": [["f", "m.py", 2**31, ["zf1"]]]}).encode(),
+        b'{"version": 2, "frames": [["f", "m.py", ' + b"9" * 4000 + b', ["zf1"]]]}',
         json.dumps({"version": 2, "frames": [["f", 7, 1, ["zf1"]]]}).encode(),
         json.dumps({"version": 2, "frames": [["f" * 511, "m.py", 1, ["zf1"]]]}).encode(),
-        # 128 characters, 513 bytes as JSON: bounds count what render() writes.
+        # 128 characters, 514 bytes as JSON: bounds count what render() writes.
         json.dumps({"version": 2, "frames": [["\U0001f600" * 128, "m.py", 1, ["zf1"]]]}).encode(),
         json.dumps({"version": 2, "frames": [["f", "\x01" * 86, 1, ["zf1"]]]}).encode(),
         json.dumps({"version": 2, "frames": [["f", "m.py", 1, [f"zf{i}" for i in range(257)]]]}).encode(),
@@ -177,6 +179,16 @@ def test_with_kcached_down_dynamo_restarts_as_without_kcache(tmp_path):
 )
 def test_a_malformed_record_is_refused(body):
     assert _tensorify.parse(body) is None
+
+
+def test_a_long_integer_is_refused_before_python_converts_it(monkeypatch):
+    # Converting n digits costs O(n^2), inside Dynamo's first compile, where
+    # an application lifted Python's 4,300-digit limit.
+    converted = []
+    monkeypatch.setattr(_tensorify, "int", lambda digits: converted.append(digits) or int(digits), raising=False)
+    body = b'{"version": 2, "frames": [["f", "m.py", ' + b"9" * 4000 + b', ["zf1"]]]}'
+    assert _tensorify.parse(body) is None
+    assert converted == ["2"]  # the version alone
 
 
 def test_a_malformed_stored_record_is_refused_and_the_frame_restarts(daemon, tmp_path, monkeypatch):
@@ -193,16 +205,24 @@ def test_a_record_round_trips():
     assert _tensorify.parse(_tensorify.render(record)) == record
 
 
+def longest_name_parse_accepts(char: str) -> str:
+    def accepted(name: str) -> bool:
+        return _tensorify.parse(_tensorify.render({(name, "m.py", 1): frozenset({"zf1"})})) is not None
+
+    return char * max(k for k in range(1, 1025) if accepted(char * k))
+
+
 def test_the_largest_record_parses():
-    # Every bound at once, with the names that cost most as JSON: what a
-    # process writes, the next one reads (else each would learn and write again).
-    escaped = "\x01" * 85  # 6 bytes each as JSON: 512 with the quotes
-    wide = "\U0001f600" * 127 + "ab"  # 4 bytes each: 512 with the quotes
+    # Every bound at once, with the names parse() accepts that cost most as
+    # JSON: what a process writes, the next one reads (else each would learn
+    # and write again).
     names = frozenset(f"zf{9_999_999 - i}" for i in range(_tensorify._MAX_NAMES))
-    record = {(wide, escaped, 2**31 + i): names for i in range(_tensorify._MAX_FRAMES)}
-    body = _tensorify.render(record)
-    assert len(body) <= _tensorify._MAX_RECORD_BYTES
-    assert _tensorify.parse(body) == record
+    for char in ("f", "\x01", "\u0080", "\U0001f600"):
+        widest = longest_name_parse_accepts(char)
+        record = {(widest, widest, 2**31 - 1 - i): names for i in range(_tensorify._MAX_FRAMES)}
+        body = _tensorify.render(record)
+        assert len(body) <= _tensorify._MAX_RECORD_BYTES, (repr(char), len(body))
+        assert _tensorify.parse(body) == record
 
 
 def f():
@@ -229,15 +249,17 @@ class Recorder:
         )
         self.specializations: set[str] = set()  # TensorifyState.force_specializations
 
-    def compile(self, fn, first: bool, asks: set[str] = frozenset(), learns: set[str] = frozenset()) -> set[str]:
+    def compile(self, fn, first: bool, asks=frozenset(), learns=frozenset(), inside=None) -> set[str]:
         """One compile of fn: Dynamo asks about names (finding those set),
-        then learns names by restarting. Returns the set during the compile."""
-        started = self.floats._before(fn.__code__, first, self.specializations)
-        during = set(self.specializations)
-        started.used.update(n for n in asks if n in self.specializations)
-        started.learned.update(learns)
-        self.specializations.update(learns)
-        self.floats._done(started, self.specializations, compiled=True)
+        then learns names by restarting, then runs inside() (a nested
+        compile). Returns the set during the compile."""
+        with self.floats.compiling(fn.__code__, first, self.specializations) as started:
+            during = set(self.specializations)
+            started.used.update(n for n in asks if n in self.specializations)  # what asked() notes
+            started.learned.update(learns)  # what learn() notes
+            self.specializations.update(learns)
+            if inside is not None:
+                inside()
         return during
 
     def last_stored(self) -> dict:
@@ -267,7 +289,7 @@ def test_a_recompile_that_changes_nothing_corrects_nothing():
     r.compile(f, first=True, asks={shared})
     r.compile(f, first=False, learns={shared})  # e.g. a new shape: PyTorch restarts again, as it would alone
     assert r.stats["float_specializations_corrected"] == 0
-    assert r.stored == []  # the record stands as it was read
+    assert r.last_stored() is None  # the record stands as it was read: nothing written
 
 
 def test_a_function_needing_more_names_than_a_record_holds_loses_its_entry():
@@ -285,3 +307,52 @@ def test_a_full_record_makes_way_for_a_function_compiled_now():
     assert len(record) == _tensorify._MAX_FRAMES and record[code_id(f)] == {"zf2"}
     r.compile(g, first=True, learns={"zf3"})
     assert r.last_stored()[code_id(g)] == {"zf3"} and r.last_stored()[code_id(f)] == {"zf2"}
+
+
+def test_a_full_record_of_functions_compiled_now_keeps_its_entries():
+    everything = {("f", "m.py", line): frozenset({"zf1"}) for line in range(_tensorify._MAX_FRAMES)}
+    r = Recorder(everything)
+    for line in range(_tensorify._MAX_FRAMES):  # each of them compiled in this process
+        r.floats._own_for[("f", "m.py", line)] = set()
+    r.compile(f, first=True, learns={"zf2"})
+    assert r.last_stored() is None  # f waits: no entry of this process makes way
+
+
+def test_a_name_given_to_an_outer_compile_is_not_the_inner_function_s():
+    # Dynamo's compile lock is reentrant: g compiles inside f's compile and
+    # finds f's given name set. It is f's; g's entry never takes it.
+    r = Recorder({code_id(f): frozenset({"zf7"}), code_id(g): frozenset({"zf9"})})
+    seen = {}
+    r.compile(f, first=True, asks={"zf7"}, inside=lambda: seen.update(
+        g=r.compile(g, first=True, asks={"zf7", "zf9"})))
+    assert seen["g"] == {"zf7", "zf9"}
+    assert r.specializations == set()
+    r.compile(g, first=False)  # g's given name was wrong: it recompiles, needing nothing
+    assert r.last_stored() == {code_id(f): frozenset({"zf7"})}
+
+
+def test_a_graph_break_in_an_inner_compile_keeps_the_outer_s_names():
+    # Dynamo clears its set when it restarts for a graph break; the installed
+    # clear puts back the names given to this compile and to those around it.
+    from torch._dynamo.symbolic_convert import TensorifyState
+
+    r = Recorder({code_id(f): frozenset({"zf7"}), code_id(g): frozenset({"zf9"})})
+    names = TensorifyState.force_specializations
+    assert names == set()
+    undo = r.floats.install()
+    try:
+        with r.floats.compiling(f.__code__, True, names):
+            with r.floats.compiling(g.__code__, True, names):
+                assert names == {"zf7", "zf9"}
+                TensorifyState.clear()
+                assert names == {"zf7", "zf9"}
+            assert names == {"zf7"}
+            TensorifyState.clear()
+            assert names == {"zf7"}
+        assert names == set()
+        names.add("zf1")
+        TensorifyState.clear()  # outside any compile: PyTorch's own clear
+        assert names == set()
+    finally:
+        undo()
+        names.clear()

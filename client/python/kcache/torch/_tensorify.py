@@ -38,12 +38,13 @@ have ended with.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import os
 import re
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from ._bundle_watch import code_key
 
@@ -57,6 +58,7 @@ _MAX_NAME_BYTES = 512  # a function's qualified name, its file's name: as JSON, 
 # and 256 names of at most 12 bytes each (test_the_largest_record_parses).
 _MAX_RECORD_BYTES = 2 << 20
 _NAME = re.compile(r"zf[0-9]{1,7}")  # Dynamo's symbolic floats (SymT.FLOAT)
+_MAX_LINE = 2**31 - 1  # co_firstlineno is a C int
 
 # (qualified name, file name without its directory, first line): not the
 # path, which differs between nodes' environments. Two functions that share
@@ -74,12 +76,20 @@ def _fits(text: str) -> bool:
         return False
 
 
+def _small_int(digits: str) -> int:
+    """JSON integers as a record has them (its version, lines): a long one is
+    refused before Python converts it (quadratic in its digits)."""
+    if len(digits) > 10:
+        raise ValueError("an integer longer than a record holds")
+    return int(digits)
+
+
 def parse(raw: bytes) -> Optional[Record]:
     """A stored record, or None if it is not one."""
     if len(raw) > _MAX_RECORD_BYTES:
         return None
     try:
-        doc = json.loads(raw)
+        doc = json.loads(raw, parse_int=_small_int)
         if not isinstance(doc, dict) or type(doc.get("version")) is not int or doc["version"] != RECORD_VERSION:
             return None
         frames = doc["frames"]
@@ -89,7 +99,7 @@ def parse(raw: bytes) -> Optional[Record]:
         for qualname, filename, line, names in frames:
             if not all(isinstance(t, str) and _fits(t) for t in (qualname, filename)):
                 return None
-            if not (type(line) is int and line >= 0):
+            if not (type(line) is int and 0 <= line <= _MAX_LINE):
                 return None
             if not isinstance(names, list) or len(names) > _MAX_NAMES:
                 return None
@@ -112,10 +122,13 @@ def render(record: Record) -> bytes:
 class _Compile:
     """One compile of a function, while it runs."""
 
-    def __init__(self, code: CodeId, first: bool, given: frozenset[str]):
+    def __init__(self, code: CodeId, first: bool, given: frozenset[str], lent: frozenset[str]):
         self.code = code
         self.first = first  # the function's first compile (Dynamo has no cache entry for it)
         self.given = given  # names this module added for it
+        # Names this module gave the compiles this one runs inside (Dynamo's
+        # compile lock is reentrant): in the set now, but not this function's.
+        self.lent = lent
         self.used: set[str] = set()  # names Dynamo asked about and found set
         self.learned: set[str] = set()  # names PyTorch added itself (its restarts)
 
@@ -170,18 +183,8 @@ class FloatSpecializations:
                 first = signature.bind(code, *args, **kwargs).arguments.get("cache_entry") is None
             except TypeError:  # a call _compile refuses too; give no names
                 first = False
-            outer = this._current
-            started = this._before(code, first, TensorifyState.force_specializations)
-            this._running.compile = started
-            try:
-                result = original(code, *args, **kwargs)
-            except BaseException:
-                this._done(started, TensorifyState.force_specializations, compiled=False)
-                raise
-            finally:
-                this._running.compile = outer
-            this._done(started, TensorifyState.force_specializations, compiled=True)
-            return result
+            with this.compiling(code, first, TensorifyState.force_specializations):
+                return original(code, *args, **kwargs)
 
         def asked(cls, index):
             found = should_specialize.__func__(cls, index)
@@ -199,11 +202,12 @@ class FloatSpecializations:
         def cleared(cls):
             # Dynamo clears the set when it restarts a compile for another
             # reason (a graph break found while tracing): the names given for
-            # this frame still hold, as PyTorch would learn them again.
+            # this frame, and for those it runs inside, still hold, as PyTorch
+            # would learn them again.
             result = clear.__func__(cls)
             current = this._current
-            if current is not None and current.given:
-                TensorifyState.force_specializations.update(current.given)
+            if current is not None:
+                TensorifyState.force_specializations.update(current.given | current.lent)
             return result
 
         ours_ask, ours_learn, ours_clear = classmethod(asked), classmethod(learn), classmethod(cleared)
@@ -233,7 +237,24 @@ class FloatSpecializations:
     def _current(self) -> Optional[_Compile]:
         return getattr(self._running, "compile", None)
 
-    def _before(self, code: Any, first: bool, specializations: set[str]) -> Optional[_Compile]:
+    @contextlib.contextmanager
+    def compiling(self, code: Any, first: bool, specializations: set[str]) -> Iterator[Optional[_Compile]]:
+        """One compile of code, around Dynamo's: names given before, taken
+        back and recorded after (recorded only if it returns)."""
+        outer = self._current
+        started = self._before(code, first, specializations, outer)
+        self._running.compile = started
+        compiled = False
+        try:
+            yield started
+            compiled = True
+        finally:
+            self._running.compile = outer
+            self._done(started, specializations, compiled)
+
+    def _before(
+        self, code: Any, first: bool, specializations: set[str], outer: Optional[_Compile]
+    ) -> Optional[_Compile]:
         try:
             qualname, line = code_key(code)
             code_id = (qualname, os.path.basename(code.co_filename), line)
@@ -248,7 +269,8 @@ class FloatSpecializations:
                 with self._lock:
                     names = self._recorded.get(code_id, frozenset())
                 given = frozenset(names - specializations)
-            started = _Compile(code_id, first, given)
+            lent = (outer.given | outer.lent) if outer is not None else frozenset()
+            started = _Compile(code_id, first, given, lent)
             if given:
                 self._given_to.add(code_id)
                 self._stats["float_specializations_seeded"] += 1
@@ -266,13 +288,14 @@ class FloatSpecializations:
         try:
             # A given name PyTorch learned itself (it cleared the set under a
             # restart kcache did not follow) is its own now, and stays.
-            specializations.difference_update(started.given - started.learned)
+            taken_back = started.given - started.learned
+            specializations.difference_update(taken_back)
             learned = {n for n in started.learned if _NAME.fullmatch(n)}
-            used = {n for n in started.used if _NAME.fullmatch(n)}
+            # Found set, less what an outer compile was given: that is the outer function's.
+            used = {n for n in started.used if _NAME.fullmatch(n)} - (started.lent - started.learned)
             # PyTorch's own: what it learned, and what it found set that was not given
             # (another function's name PyTorch learned first is this one's too).
-            own = learned | (used - (started.given - started.learned))
-            self._own_for.setdefault(started.code, set()).update(own)
+            self._own_for.setdefault(started.code, set()).update(learned | (used - taken_back))
             if not compiled:
                 return
             if started.first:
