@@ -289,6 +289,10 @@ Result<std::optional<Job>> RedisJobQueue::find(const std::string& id) {
     return tl::unexpected(replies.error());
   }
   const RedisReply& fields = (*replies)[0];
+  if (fields.is_error()) {
+    // CLUSTERDOWN, LOADING...: Redis cannot say now, which is not "no such job".
+    return reply_error(fields, "HGETALL");
+  }
   std::optional<Job> job;
   std::string state, attempts, started, submissions, capability, wanted, done, total;
   for (std::size_t i = 0; i + 1 < fields.elements.size(); i += 2) {

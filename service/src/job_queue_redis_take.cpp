@@ -120,23 +120,33 @@ Result<std::optional<RedisJobQueue::Claim>> RedisJobQueue::take(std::chrono::mil
   }
   const std::set<std::string> none;
   // Bands highest first across every capability: a high-priority job of one
-  // capability goes before a normal one of another.
+  // capability goes before a normal one of another. On Redis Cluster the
+  // streams live on several masters: one that does not answer costs its own
+  // streams only, not the jobs waiting on the others.
+  // A master that failed once in this round is not waited on again in it.
+  const storage::RedisCallScope round;
+  std::optional<storage::StoreError> unread;
+  std::size_t read_ok = 0;
   for (int priority : {1, 0, -1}) {
     for (const std::string& capability : options_.capabilities) {
       const std::string name = stream(capability, priority);
       if (auto ok = ensure_group(name); !ok) {
-        return tl::unexpected(ok.error());
+        unread = ok.error();
+        continue;
       }
       auto read = redis_.run(name, {"XREADGROUP", "GROUP", kGroup, options_.node_id, "COUNT", "1",
                                     "STREAMS", name, ">"});
       if (!read) {
-        return tl::unexpected(read.error());
+        unread = read.error();
+        continue;
       }
       if (read->is_error()) {
         std::lock_guard lock(mu_);
         groups_.erase(name); // NOGROUP: Redis came back empty; made again next time
-        return redis_queue::reply_error(*read, "XREADGROUP");
+        unread = redis_queue::reply_error(*read, "XREADGROUP").value();
+        continue;
       }
+      ++read_ok;
       for (const RedisReply& s : read->elements) {
         if (s.elements.size() == 2) {
           add_entries(name, s.elements[1], none);
@@ -149,6 +159,9 @@ Result<std::optional<RedisJobQueue::Claim>> RedisJobQueue::take(std::chrono::mil
   }
   if (options_.capabilities.empty()) {
     return std::optional<Claim>();
+  }
+  if (read_ok == 0 && unread) {
+    return tl::unexpected(std::move(*unread)); // no stream answered: the caller backs off
   }
   // Nothing waiting: block until an entry comes. On a standalone Redis one
   // XREADGROUP blocks on every stream this node serves; on Redis Cluster a
@@ -196,17 +209,25 @@ Result<std::size_t> RedisJobQueue::reclaim(const std::set<std::string>& running)
   // claimed a reclaimed entry already (on Redis Cluster it wakes every few
   // tens of ms), which made a reclaim read as 0.
   std::size_t added = 0;
+  // As take(): a master that does not answer costs its own streams only,
+  // and one timeout per round.
+  const storage::RedisCallScope round;
+  std::optional<storage::StoreError> unread;
+  std::size_t read_ok = 0;
   for (const std::string& capability : options_.capabilities) {
     for (const std::string& name : streams(capability)) {
       if (auto ok = ensure_group(name); !ok) {
-        return tl::unexpected(ok.error());
+        unread = ok.error();
+        continue;
       }
       auto claimed = redis_.run(name, {"XAUTOCLAIM", name, kGroup, options_.node_id,
                                        std::to_string(options_.visibility_timeout.count()), "0-0",
                                        "COUNT", "16"});
       if (!claimed) {
-        return tl::unexpected(claimed.error());
+        unread = claimed.error();
+        continue;
       }
+      ++read_ok;
       if (claimed->is_error()) {
         std::lock_guard lock(mu_);
         groups_.erase(name);
@@ -216,6 +237,9 @@ Result<std::size_t> RedisJobQueue::reclaim(const std::set<std::string>& running)
         added += add_entries(name, claimed->elements[1], running);
       }
     }
+  }
+  if (read_ok == 0 && unread) {
+    return tl::unexpected(std::move(*unread));
   }
   return added;
 }

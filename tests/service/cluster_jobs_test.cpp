@@ -27,6 +27,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <stop_token>
 #include <thread>
 
 namespace kcache {
@@ -379,18 +380,18 @@ TEST_P(ClusterJobs, RedisStalledThenKilledCostsTrainersNoErrors) {
     ASSERT_NE(streams_at, 0) << node.log();
     redis().aim_at(streams_at);
   }
-  std::atomic<bool> stop{false};
   std::atomic<int> calls{0}, errors{0};
   std::mutex mu;
   std::string first_error;
-  std::vector<std::thread> trainers;
+  // jthreads: a failed assertion below returns early, and they stop and join then too.
+  std::vector<std::jthread> trainers;
   trainers.reserve(4);
   for (int t = 0; t < 4; ++t) {
-    trainers.emplace_back([&, t] {
+    trainers.emplace_back([&, t](const std::stop_token& stop) {
       client::ClientOptions o;
       o.url = node.url(); // a trainer's default timeout (2 s)
       auto trainer = std::move(*Client::create(o));
-      for (int i = 0; !stop; ++i) {
+      for (int i = 0; !stop.stop_requested(); ++i) {
         const std::string k = "kc1-trainer" + std::to_string(t) + "-" + std::to_string(i % 40);
         auto got = trainer->get(k);
         auto put = trainer->put(k, {{"value", "v" + std::to_string(i)}});
@@ -421,8 +422,10 @@ TEST_P(ClusterJobs, RedisStalledThenKilledCostsTrainersNoErrors) {
   std::this_thread::sleep_for(std::chrono::seconds(1));
   redis().restart();
   std::this_thread::sleep_for(std::chrono::seconds(2));
-  stop = true;
-  for (std::thread& t : trainers) {
+  for (std::jthread& t : trainers) {
+    t.request_stop();
+  }
+  for (std::jthread& t : trainers) {
     t.join();
   }
   EXPECT_EQ(errors.load(), 0) << first_error << node.log();
