@@ -108,6 +108,12 @@ Result<SubmitResult> RedisJobQueue::submit(const Job& job, const std::string& ke
   if (!written) {
     return tl::unexpected(written.error());
   }
+  for (const RedisReply& reply : *written) {
+    if (reply.is_error()) { // LOADING, OOM...: no hash, so no entry may name it
+      (void)redis_.pipeline(hash, {{"DEL", hash, keys}});
+      return reply_error(reply, "HSET");
+    }
+  }
   auto not_ours = [&](Result<SubmitResult> result) {
     (void)redis_.pipeline(hash, {{"DEL", hash, keys}});
     return result;
@@ -221,6 +227,9 @@ Result<std::optional<SubmitResult>> RedisJobQueue::over_quota(const Job& job) {
       auto state = redis_.run(hash, {"HGET", hash, "state"});
       if (!state) {
         return tl::unexpected(state.error());
+      }
+      if (state->is_error()) {
+        continue; // its master cannot say now: still counted
       }
       const auto s = state->type == RedisReply::Type::kString ? parse_job_state(state->str)
                                                               : tl::unexpected(std::string());
@@ -392,7 +401,7 @@ Result<std::vector<Job>> RedisJobQueue::list(std::optional<JobState> state, std:
     }
     auto job = find(id.str);
     if (!job) {
-      return tl::unexpected(job.error());
+      continue; // its master cannot say now: the list shows the jobs that can be read
     }
     if (*job && (!state || (*job)->state == *state)) {
       jobs.push_back(std::move(**job));
@@ -402,6 +411,10 @@ Result<std::vector<Job>> RedisJobQueue::list(std::optional<JobState> state, std:
 }
 
 Result<std::size_t> RedisJobQueue::depth() {
+  // A master that does not answer costs its own capabilities' count only.
+  const storage::RedisCallScope scope;
+  std::optional<storage::StoreError> unread;
+  std::size_t read_ok = 0;
   std::size_t total = 0;
   for (const std::string& capability : options_.capabilities) {
     const std::vector<std::string> names = streams(capability);
@@ -412,11 +425,16 @@ Result<std::size_t> RedisJobQueue::depth() {
     }
     auto replies = redis_.pipeline(names.front(), std::move(lens));
     if (!replies) {
-      return tl::unexpected(replies.error());
+      unread = replies.error();
+      continue; // counted as empty: the bound errs towards letting work run
     }
+    ++read_ok;
     for (const RedisReply& r : *replies) {
       total += r.type == RedisReply::Type::kInteger ? static_cast<std::size_t>(r.integer) : 0;
     }
+  }
+  if (read_ok == 0 && unread) {
+    return tl::unexpected(std::move(*unread));
   }
   return total;
 }
@@ -424,6 +442,9 @@ Result<std::size_t> RedisJobQueue::depth() {
 Result<void> RedisJobQueue::advertise() {
   const std::int64_t now = protocol::unix_now_ms();
   const std::string cutoff = "(" + std::to_string(now - options_.advertise_ttl.count());
+  // Every capability whose master answers is advertised, whichever does not.
+  const storage::RedisCallScope scope;
+  std::optional<storage::StoreError> failed;
   for (const std::string& capability : options_.capabilities) {
     const std::string set = advert_key(capability);
     auto done =
@@ -431,8 +452,11 @@ Result<void> RedisJobQueue::advertise() {
                               {"ZREMRANGEBYSCORE", set, "-inf", cutoff},
                               {"PEXPIRE", set, std::to_string(options_.advertise_ttl.count())}});
     if (!done) {
-      return tl::unexpected(done.error());
+      failed = done.error();
     }
+  }
+  if (failed) {
+    return tl::unexpected(std::move(*failed));
   }
   return {};
 }

@@ -71,12 +71,21 @@ std::size_t RedisJobQueue::add_entries(const std::string& name, const RedisReply
 }
 
 Result<std::optional<RedisJobQueue::Claim>> RedisJobQueue::claim_backlog() {
-  for (;;) {
+  // Each waiting entry is tried once per call. One whose job hash's master
+  // does not answer goes to the back, tried again next time, instead of
+  // holding up the entries behind it (on Redis Cluster their jobs live on
+  // other masters); it stays pending in this node's group meanwhile.
+  std::size_t tries = 0;
+  {
+    std::lock_guard lock(mu_);
+    tries = backlog_.size();
+  }
+  for (; tries > 0; --tries) {
     Entry e;
     {
       std::lock_guard lock(mu_);
       if (backlog_.empty()) {
-        return std::optional<Claim>();
+        break;
       }
       e = std::move(backlog_.front());
       backlog_.pop_front();
@@ -92,12 +101,11 @@ Result<std::optional<RedisJobQueue::Claim>> RedisJobQueue::claim_backlog() {
         redis_.eval(redis_queue::kClaimScript, {job_key(job->id)},
                     {options_.node_id, std::to_string(options_.visibility_timeout.count())});
     if (!claimed || claimed->is_error() || claimed->elements.size() != 2) {
+      spdlog::debug("cluster queue: job {} not claimed now ({})", job->id,
+                    !claimed ? claimed.error().message : claimed->str);
       std::lock_guard lock(mu_);
-      backlog_.push_front(std::move(e)); // tried again on the next take
-      if (!claimed) {
-        return tl::unexpected(claimed.error());
-      }
-      return redis_queue::reply_error(*claimed, "claim");
+      backlog_.push_back(std::move(e));
+      continue;
     }
     const std::int64_t token = claimed->elements[0].integer;
     if (token < 0) {
@@ -112,9 +120,12 @@ Result<std::optional<RedisJobQueue::Claim>> RedisJobQueue::claim_backlog() {
     job->started_ms = protocol::unix_now_ms();
     return std::optional<Claim>(Claim{e.stream, e.entry, std::move(*job), token});
   }
+  return std::optional<Claim>();
 }
 
 Result<std::optional<RedisJobQueue::Claim>> RedisJobQueue::take(std::chrono::milliseconds block) {
+  // A master that failed once in this round is not waited on again in it.
+  const storage::RedisCallScope round;
   if (auto c = claim_backlog(); !c || *c) {
     return c;
   }
@@ -123,8 +134,6 @@ Result<std::optional<RedisJobQueue::Claim>> RedisJobQueue::take(std::chrono::mil
   // capability goes before a normal one of another. On Redis Cluster the
   // streams live on several masters: one that does not answer costs its own
   // streams only, not the jobs waiting on the others.
-  // A master that failed once in this round is not waited on again in it.
-  const storage::RedisCallScope round;
   std::optional<storage::StoreError> unread;
   std::size_t read_ok = 0;
   for (int priority : {1, 0, -1}) {
@@ -186,6 +195,10 @@ Result<std::optional<RedisJobQueue::Claim>> RedisJobQueue::take(std::chrono::mil
   command.insert(command.end(), names.size(), ">");
   auto read = redis_.run_blocking(names.front(), std::move(command), block);
   if (!read) {
+    if (read_ok > 0) {
+      // This capability's master is out, not Redis: the next turn blocks on another.
+      return std::optional<Claim>();
+    }
     return tl::unexpected(read.error());
   }
   if (read->is_error()) {
