@@ -19,6 +19,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How long get_or_compile waits before polling a job again that kcached
+// could not read (503: the cluster queue's Redis did not answer).
+constexpr std::chrono::milliseconds kUnreadableJobRetry{500};
+
 Result<JobStatus> parse_job(const json& doc, std::string text, int http_status) {
   auto view = protocol::job_from_json(doc);
   if (!view) {
@@ -171,6 +175,13 @@ Result<CompileOutcome> Client::get_or_compile(const CompileRequest& request) {
       }
       // Long-polls of at most a minute: a daemon restart costs one poll, not the wait.
       auto polled = this->job(job.id, std::min(left, std::chrono::milliseconds(60'000)));
+      if (!polled && polled.error().http_status == 503 &&
+          Clock::now() + kUnreadableJobRetry < deadline) {
+        // The job lives in the cluster queue and its Redis did not answer:
+        // the job is not gone, so poll again while the wait lasts.
+        std::this_thread::sleep_for(kUnreadableJobRetry);
+        continue;
+      }
       if (!polled) {
         return tl::unexpected(polled.error());
       }

@@ -268,14 +268,14 @@ void JobManager::enqueue_locked(const Job& job) {
   }
 }
 
-std::optional<Job> JobManager::find(const std::string& id) const {
+JobLookup JobManager::find(const std::string& id) const {
   {
     std::lock_guard lock(mu_);
     if (const Job* job = table_.find(id)) {
       return *job;
     }
   }
-  return cluster_ ? cluster_->find(id) : std::nullopt;
+  return cluster_ ? cluster_->find(id) : JobLookup();
 }
 
 void JobManager::enable_cluster(const ClusterConfig& cluster, const storage::RedisOptions& redis) {
@@ -301,7 +301,7 @@ std::optional<std::size_t> JobManager::queue_position(const std::string& id) con
 }
 
 void JobManager::wait(const std::string& id, Clock::time_point deadline,
-                      std::function<void(std::optional<Job>)> done) {
+                      std::function<void(JobLookup)> done) {
   std::optional<Job> now;
   bool cluster = false;
   {
@@ -347,7 +347,7 @@ void JobManager::wait_for_change(std::uint64_t seen, Clock::time_point deadline,
   done();
 }
 
-std::optional<Job> JobManager::cancel(const std::string& id) {
+JobLookup JobManager::cancel(const std::string& id) {
   if (cluster_) {
     bool local = false;
     {
@@ -364,7 +364,7 @@ std::optional<Job> JobManager::cancel(const std::string& id) {
     std::lock_guard lock(mu_);
     Job* job = table_.find(id);
     if (job == nullptr) {
-      return std::nullopt;
+      return JobLookup(); // no such job
     }
     std::optional<Finished> finished;
     if (job->kind == JobKind::kAutotune && !is_finished(job->state) && !running_.contains(id)) {

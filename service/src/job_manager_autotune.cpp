@@ -95,8 +95,8 @@ SubmitResult JobManager::submit_autotune(const Submission& submission, bool from
   }
   if (admitted.status == SubmitStatus::kQueued) {
     begin_autotune(admitted.job->id);
-    if (auto now = find(admitted.job->id)) {
-      admitted.job = std::move(*now);
+    if (JobLookup now = find(admitted.job->id); now.job) {
+      admitted.job = std::move(now.job);
     }
   }
   return admitted;
@@ -277,7 +277,7 @@ Job JobManager::run_cluster_search(const Job& search, const std::stop_token& can
     auto answered = answer.get_future();
     // A quarter second: the cluster's copy of its progress follows it that closely.
     wait(local, Clock::now() + std::chrono::milliseconds(250),
-         [&answer](std::optional<Job> job) { answer.set_value(std::move(job)); });
+         [&answer](JobLookup found) { answer.set_value(std::move(found.job)); });
     const std::optional<Job> now = answered.get();
     bool stopping = false;
     {

@@ -110,19 +110,19 @@ std::optional<SubmitResult> ClusterJobs::submit(const Job& job, const std::strin
   return std::move(*result);
 }
 
-std::optional<Job> ClusterJobs::find(const std::string& id) {
+JobLookup ClusterJobs::find(const std::string& id) {
   auto job = queue_.find(id);
-  return job ? std::move(*job) : std::nullopt;
+  return job ? JobLookup(std::move(*job)) : JobLookup::unavailable_now();
 }
 
-std::optional<Job> ClusterJobs::cancel(const std::string& id) {
+JobLookup ClusterJobs::cancel(const std::string& id) {
   auto job = queue_.cancel(id);
   if (job && *job && (*job)->finished()) {
     std::lock_guard lock(mu_);
     poke_ = true;
     cv_.notify_all();
   }
-  return job ? std::move(*job) : std::nullopt;
+  return job ? JobLookup(std::move(*job)) : JobLookup::unavailable_now();
 }
 
 std::vector<Job> ClusterJobs::list(std::optional<JobState> state, std::size_t limit) {
@@ -136,22 +136,27 @@ std::size_t ClusterJobs::running() const {
 }
 
 void ClusterJobs::wait(const std::string& id, Clock::time_point deadline, WaitCallback done) {
-  std::optional<Job> job = find(id);
-  if (job && !job->finished() && deadline > Clock::now()) {
+  JobLookup found = find(id);
+  // A job not finished waits; so does one Redis cannot read now (it may
+  // answer before the deadline: the waiter asks again).
+  const bool waits = found.job ? !found.job->finished() : found.unavailable;
+  if (waits && deadline > Clock::now()) {
     std::unique_lock lock(mu_);
     if (!stopping_) {
       Waiters& w = waiters_[id];
       w.calls.emplace_back(deadline, std::move(done));
-      w.last = std::move(*job);
+      if (found.job) {
+        w.last = std::move(found.job);
+      }
       cv_.notify_all();
       return;
     }
   }
-  done(std::move(job));
+  done(std::move(found));
 }
 
 void ClusterJobs::stop() {
-  std::vector<std::pair<WaitCallback, Job>> callbacks;
+  std::vector<std::pair<WaitCallback, JobLookup>> callbacks;
   {
     std::lock_guard lock(mu_);
     if (stopping_) {
@@ -163,7 +168,7 @@ void ClusterJobs::stop() {
     }
     for (auto& [id, w] : waiters_) {
       for (auto& [deadline, done] : w.calls) {
-        callbacks.emplace_back(std::move(done), w.last);
+        callbacks.emplace_back(std::move(done), w.answer());
       }
     }
     waiters_.clear();
@@ -492,20 +497,19 @@ void ClusterJobs::waiter_loop(const std::stop_token& stop) {
       }
     }
     lock.lock();
-    std::vector<std::pair<WaitCallback, std::optional<Job>>> ready;
+    std::vector<std::pair<WaitCallback, JobLookup>> ready;
     const auto now = Clock::now();
     for (auto it = waiters_.begin(); it != waiters_.end();) {
       Waiters& w = it->second;
       const auto s = seen.find(it->first);
+      const bool gone = s != seen.end() && !s->second; // Redis answered: no such job
       if (s != seen.end() && s->second) {
         w.last = *s->second;
       }
-      const bool done = s != seen.end() && (!s->second || s->second->finished());
+      const bool done = gone || (w.last && w.last->finished());
       for (auto call = w.calls.begin(); call != w.calls.end();) {
         if (done || call->first <= now) {
-          ready.emplace_back(std::move(call->second), s != seen.end() && !s->second
-                                                          ? std::nullopt
-                                                          : std::optional<Job>(w.last));
+          ready.emplace_back(std::move(call->second), gone ? JobLookup() : w.answer());
           call = w.calls.erase(call);
         } else {
           ++call;

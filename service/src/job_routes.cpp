@@ -184,11 +184,11 @@ Response RequestHandler::show_job(const Request& req, const RouteArgs& args) {
   if (jobs_ == nullptr) {
     return no_workers(req);
   }
-  auto job = jobs_->find(std::string(args.param));
-  if (job && !may_touch_job(args.who, *job, Role::kRead)) {
-    job.reset(); // as if there were none
+  JobLookup found = jobs_->find(std::string(args.param));
+  if (found.job && !may_touch_job(args.who, *found.job, Role::kRead)) {
+    found.job.reset(); // as if there were none
   }
-  return job_response(req, job, args.param);
+  return job_response(req, found, args.param);
 }
 
 Response RequestHandler::cancel_job(const Request& req, const RouteArgs& args) {
@@ -196,9 +196,12 @@ Response RequestHandler::cancel_job(const Request& req, const RouteArgs& args) {
     return no_workers(req);
   }
   const std::string id(args.param);
-  if (auto job = jobs_->find(id); !job || !may_touch_job(args.who, *job, Role::kRead)) {
-    return job_response(req, std::nullopt, id);
-  } else if (!may_touch_job(args.who, *job, Role::kSubmit)) {
+  JobLookup found = jobs_->find(id);
+  if (!found.job || !may_touch_job(args.who, *found.job, Role::kRead)) {
+    found.job.reset(); // one it may not read is as if there were none
+    return job_response(req, found, id);
+  }
+  if (!may_touch_job(args.who, *found.job, Role::kSubmit)) {
     return error(req, http::status::forbidden,
                  "token '" + args.who.name + "' may not cancel job " + id +
                      " (its submitter may, or the submit role in its namespace)");
@@ -212,9 +215,9 @@ void RequestHandler::wait_for_job(const Request& request, const RouteArgs& args,
     respond(handle(request));
     return;
   }
-  if (auto job = jobs_->find(std::string(args.param));
-      !job || !may_touch_job(args.who, *job, Role::kRead)) {
-    respond(handle(request)); // 404 at once
+  if (JobLookup found = jobs_->find(std::string(args.param));
+      !found.job || !may_touch_job(args.who, *found.job, Role::kRead)) {
+    respond(handle(request)); // 404 (or 503) at once
     return;
   }
   // The answer comes from the job manager, on its thread.
@@ -223,7 +226,7 @@ void RequestHandler::wait_for_job(const Request& request, const RouteArgs& args,
   jobs_->wait(
       id, start + wait,
       [this, respond, id, start, label = args.label, version = request.version(),
-       keep_alive = request.keep_alive()](const std::optional<Job>& job) {
+       keep_alive = request.keep_alive()](const JobLookup& job) {
         Request shape{http::verb::get, "/", version};
         shape.keep_alive(keep_alive);
         Response response = job_response(shape, job, id);
@@ -234,14 +237,25 @@ void RequestHandler::wait_for_job(const Request& request, const RouteArgs& args,
       });
 }
 
-Response RequestHandler::job_response(const Request& req, const std::optional<Job>& job,
+Response RequestHandler::job_response(const Request& req, const JobLookup& found,
                                       std::string_view id) {
-  if (!job) {
+  if (found.unavailable) {
+    // Not "no such job": the cluster queue's Redis did not answer; the
+    // client polls again (or fails open) rather than give the job up.
+    Response res =
+        error(req, http::status::service_unavailable,
+              "job " + std::string(id) +
+                  " cannot be read now: the cluster queue's Redis does not answer; retry");
+    res.set(http::field::retry_after, "1");
+    return res;
+  }
+  if (!found.job) {
     return error(req, http::status::not_found, "no job " + std::string(id));
   }
-  json body = job_json(*job, /*with_spec=*/false);
-  if (job->state == JobState::kQueued && jobs_ != nullptr) {
-    if (auto position = jobs_->queue_position(job->id)) {
+  const Job& job = *found.job;
+  json body = job_json(job, /*with_spec=*/false);
+  if (job.state == JobState::kQueued && jobs_ != nullptr) {
+    if (auto position = jobs_->queue_position(job.id)) {
       body["queue_position"] = *position;
     }
   }

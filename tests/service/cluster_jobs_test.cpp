@@ -433,6 +433,57 @@ TEST_P(ClusterJobs, RedisStalledThenKilledCostsTrainersNoErrors) {
   EXPECT_TRUE(c->exists("kc1-while-redis-hangs").value_or(false));
 }
 
+// A job whose record Redis cannot read at the moment (its master hangs) is
+// not "no such job": GET, a long-poll and DELETE answer 503 with
+// Retry-After, so a client polls again instead of giving the job up; an id
+// Redis does not know is still a 404, and the job reads again once Redis does.
+TEST_P(ClusterJobs, AJobRedisCannotReadNowIsUnavailableNotUnknown) {
+  testing::TempDir keys;
+  const std::string key = shared_signing_key(keys);
+  KcachedProcess node(node_args(redis_url(), key));
+  auto c = connect(node.url());
+  CompileRequest request;
+  request.key = "kc1-unreadable";
+  request.spec_json = value_spec(400);
+  auto compiled = c->get_or_compile(request);
+  ASSERT_TRUE(compiled.has_value() && compiled->job.has_value()) << node.log();
+  const std::string id = compiled->job->id;
+  ASSERT_EQ(compiled->job->state, client::JobState::kSucceeded) << node.log();
+  auto unknown = c->job("j-0123456789abcdef");
+  ASSERT_FALSE(unknown.has_value());
+  EXPECT_EQ(unknown.error().http_status, 404) << unknown.error().message;
+
+  if (testing::RedisCluster* cluster = redis().cluster()) {
+    const int holder = cluster->master_holding("*job:{" + id + "}");
+    ASSERT_NE(holder, 0) << "no master holds job " << id;
+    redis().aim_at(holder);
+  }
+  redis().pause();
+  auto shown = c->job(id);
+  ASSERT_FALSE(shown.has_value()) << "Redis hangs: the job cannot be read";
+  EXPECT_EQ(shown.error().http_status, 503) << shown.error().message;
+  EXPECT_NE(shown.error().message.find("does not answer"), std::string::npos)
+      << shown.error().message;
+  auto polled = c->job(id, std::chrono::milliseconds(1500));
+  ASSERT_FALSE(polled.has_value());
+  EXPECT_EQ(polled.error().http_status, 503) << polled.error().message;
+  auto cancelled = c->cancel(id);
+  ASSERT_FALSE(cancelled.has_value());
+  EXPECT_EQ(cancelled.error().http_status, 503) << cancelled.error().message;
+
+  // Redis back: the node reads the job again once its Redis client stops
+  // backing off; until then the answer is still 503, never a 404.
+  redis().resume();
+  auto after = c->job(id);
+  for (const auto by = Clock::now() + std::chrono::seconds(30); !after && Clock::now() < by;
+       after = c->job(id)) {
+    ASSERT_EQ(after.error().http_status, 503) << after.error().message;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_TRUE(after.has_value()) << after.error().message << node.log();
+  EXPECT_EQ(after->state, client::JobState::kSucceeded);
+}
+
 // "Waiters woken when the holder's put lands", for a put that is a job's
 // result: a rank holds the lease on K, another waits in get on node b (which
 // runs no workers), and a compile of K submitted on node a publishes K there.

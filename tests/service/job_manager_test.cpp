@@ -62,7 +62,7 @@ protected:
     std::promise<std::optional<Job>> done;
     auto got = done.get_future();
     m.wait(id, std::chrono::steady_clock::now() + 5s,
-           [&done](std::optional<Job> job) { done.set_value(std::move(job)); });
+           [&done](JobLookup found) { done.set_value(std::move(found.job)); });
     std::optional<Job> job = got.get();
     EXPECT_TRUE(job.has_value());
     return job.value_or(Job{});
@@ -109,7 +109,7 @@ TEST_F(JobManagerTest, HigherPriorityRunsFirstAndJoiningRaisesIt) {
   runner_->open();
   EXPECT_EQ(finished(*m, mid.job->id).state, JobState::kSucceeded);
   EXPECT_EQ(runner_->started(4), (std::vector<std::string>{"block first", "low", "high", "mid"}));
-  EXPECT_EQ(m->find(blocker.job->id)->state, JobState::kSucceeded);
+  EXPECT_EQ(m->find(blocker.job->id).job->state, JobState::kSucceeded);
 }
 
 TEST_F(JobManagerTest, CancelAQueuedJobAtOnceAndARunningOneThroughItsRunner) {
@@ -117,17 +117,17 @@ TEST_F(JobManagerTest, CancelAQueuedJobAtOnceAndARunningOneThroughItsRunner) {
   const SubmitResult running = m->submit(submission("block running"));
   ASSERT_EQ(runner_->started(1).size(), 1U);
   const SubmitResult queued = m->submit(submission("queued"));
-  const std::optional<Job> cancelled = m->cancel(queued.job->id);
+  const std::optional<Job> cancelled = m->cancel(queued.job->id).job;
   ASSERT_TRUE(cancelled.has_value());
   EXPECT_EQ(cancelled->state, JobState::kCancelled);
   EXPECT_EQ(cancelled->error_code, JobError::kCancelled);
   EXPECT_EQ(m->queue_position(queued.job->id), std::nullopt);
 
-  EXPECT_EQ(m->cancel(running.job->id)->state, JobState::kRunning) << "its worker stops it";
+  EXPECT_EQ(m->cancel(running.job->id).job->state, JobState::kRunning) << "its worker stops it";
   const Job done = finished(*m, running.job->id);
   EXPECT_EQ(done.state, JobState::kCancelled);
   EXPECT_EQ(job_error_name(done.error_code), "cancelled");
-  EXPECT_EQ(m->cancel("j-unknown"), std::nullopt);
+  EXPECT_EQ(m->cancel("j-unknown").job, std::nullopt);
   EXPECT_EQ(m->counts().finished, 2U);
   EXPECT_EQ(runner_->runs(), 1U) << "the queued job never ran";
 }
@@ -185,10 +185,10 @@ TEST_F(JobManagerTest, ShutdownAnswersWaitersAndKeepsRunningJobsQueued) {
   ASSERT_EQ(runner_->started(1).size(), 1U);
   std::promise<std::optional<Job>> answered;
   m->wait(running.job->id, std::chrono::steady_clock::now() + 60s,
-          [&](std::optional<Job> job) { answered.set_value(std::move(job)); });
+          [&](JobLookup found) { answered.set_value(std::move(found.job)); });
   m->shutdown();
   EXPECT_EQ(answered.get_future().get()->state, JobState::kRunning);
-  EXPECT_EQ(m->find(running.job->id)->state, JobState::kQueued) << "it runs after a restart";
+  EXPECT_EQ(m->find(running.job->id).job->state, JobState::kQueued) << "it runs after a restart";
   EXPECT_EQ(m->submit(submission("late")).status, SubmitStatus::kUnavailable);
 }
 
@@ -234,7 +234,7 @@ TEST_F(JobManagerTest, AJobInterruptedTooOftenFailsInsteadOfRunningAgain) {
   JobsConfig c = config();
   c.max_attempts = 3;
   auto m = start(c, std::move(queue));
-  const std::optional<Job> now = m->find(job.id);
+  const std::optional<Job> now = m->find(job.id).job;
   ASSERT_TRUE(now.has_value());
   EXPECT_EQ(now->state, JobState::kFailed);
   EXPECT_EQ(now->error_code, JobError::kInternal);
@@ -251,7 +251,7 @@ TEST_F(JobManagerTest, TheHistoryIsBounded) {
     finished(*m, ids.back());
     std::this_thread::sleep_for(2ms); // listings order by submission time
   }
-  EXPECT_EQ(m->find(ids[0]), std::nullopt);
+  EXPECT_EQ(m->find(ids[0]).job, std::nullopt);
   EXPECT_EQ(m->list(std::nullopt, 10).size(), 2U);
   EXPECT_EQ(m->list(JobState::kSucceeded, 1).front().id, ids[2]) << "newest first";
 }
@@ -300,7 +300,7 @@ TEST_F(JobManagerTest, CancellingASearchWhileItsVariantsCompile) {
   const SubmitResult submitted = m->submit(Submission{"", search("block sum"), 0, "", ""});
   ASSERT_EQ(submitted.status, SubmitStatus::kQueued) << submitted.message;
   ASSERT_EQ(runner_->started(1).size(), 1U);
-  const std::optional<Job> cancelled = m->cancel(submitted.job->id);
+  const std::optional<Job> cancelled = m->cancel(submitted.job->id).job;
   ASSERT_TRUE(cancelled.has_value());
   EXPECT_EQ(cancelled->state, JobState::kCancelled);
   EXPECT_EQ(cancelled->error_message, "cancelled before its benchmark ran");
@@ -312,7 +312,7 @@ TEST_F(JobManagerTest, CancellingASearchWhileItsVariantsCompile) {
       EXPECT_EQ(finished(*m, j.id).state, JobState::kSucceeded);
     }
   }
-  EXPECT_EQ(m->find(submitted.job->id)->state, JobState::kCancelled);
+  EXPECT_EQ(m->find(submitted.job->id).job->state, JobState::kCancelled);
 }
 
 // Issue 13: an autotune search's variant compiles count against the queue's
@@ -388,9 +388,9 @@ TEST_F(JobManagerTest, ASpecOverMaxSpecBytesIsRefusedAndHistoryKeepsNoSpecs) {
   EXPECT_FALSE(ok.job->spec_json.empty()) << "an active job keeps its spec";
   const Job done = finished(*m, ok.job->id);
   EXPECT_EQ(done.state, JobState::kSucceeded);
-  EXPECT_TRUE(m->find(ok.job->id)->spec_json.empty()) << "history keeps no spec text";
-  EXPECT_FALSE(m->find(ok.job->id)->spec_digest.empty());
-  EXPECT_EQ(m->find(ok.job->id)->entry, "kernel.cpp") << "names stay";
+  EXPECT_TRUE(m->find(ok.job->id).job->spec_json.empty()) << "history keeps no spec text";
+  EXPECT_FALSE(m->find(ok.job->id).job->spec_digest.empty());
+  EXPECT_EQ(m->find(ok.job->id).job->entry, "kernel.cpp") << "names stay";
 }
 
 TEST_F(JobManagerTest, AFailedSpecIsRememberedAcrossARestartWithoutItsText) {

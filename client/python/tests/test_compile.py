@@ -1,8 +1,11 @@
 """Compile jobs through the Python client: submit, wait, get_or_compile."""
 
 import ctypes
+import http.server
+import json
 import os
 import tempfile
+import threading
 
 import pytest
 
@@ -95,3 +98,54 @@ def test_a_submission_with_a_manifest_publishes_under_its_key_in_its_namespace(d
     # One that does not hash to the key is refused.
     with pytest.raises(kcache.KcacheError, match="not to the key"):
         c.submit(AXPY, key="kc1-" + "0" * 64, manifest=manifest)
+
+
+class _ScriptedDaemon(http.server.BaseHTTPRequestHandler):
+    """kcached as get_or_compile sees it when the cluster queue's Redis stops
+    answering for a moment: a miss, a queued job, one poll answered 503 (the
+    job cannot be read now), then the job, failed."""
+
+    polls: list = []
+
+    def _answer(self, status: int, body: dict, headers: dict | None = None):
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        if self.path.startswith("/v1/artifacts/"):
+            return self._answer(404, {"error": "not found"})
+        if self.path.startswith("/v1/jobs/j-1"):
+            self.polls.append(self.path)
+            if len(self.polls) == 1:
+                return self._answer(503, {"error": "job j-1 cannot be read now; retry"}, {"Retry-After": "1"})
+            job = {"id": "j-1", "compile_key": "ck", "state": "failed", "error": {"code": "compile-failed", "message": "boom"}}
+            return self._answer(200, job)
+        return self._answer(404, {"error": "no route"})
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        return self._answer(202, {"status": "queued", "job": {"id": "j-1", "compile_key": "ck", "state": "queued"}})
+
+    def log_message(self, *args):  # quiet
+        pass
+
+
+def test_a_job_kcached_cannot_read_for_a_moment_is_polled_again_not_given_up():
+    _ScriptedDaemon.polls = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ScriptedDaemon)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        c = kcache.Client(f"http://127.0.0.1:{server.server_address[1]}", fail_open=False)
+        result = c.get_or_compile("py-unreadable-job", AXPY, timeout_s=20)
+        # The 503 did not end the wait: the next poll saw the job's end.
+        assert len(_ScriptedDaemon.polls) == 2, _ScriptedDaemon.polls
+        assert result.outcome == "failed", (result.outcome, c.last_error)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -12,8 +12,10 @@
 #include <tl/expected.hpp>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace kcache::service {
 
@@ -42,6 +44,25 @@ struct Job : protocol::JobView {
   std::string spec_digest;
   // Whose quota the job counts against (journaled as "submitter").
   std::string submitter;
+};
+
+// A job looked up by id. In cluster mode a job another node queued lives in
+// Redis, and Redis not answering is not "no such job": that is `unavailable`
+// (HTTP 503, retried by the client), never an empty `job` (404).
+struct JobLookup {
+  JobLookup() = default;
+  // A found job, or none: what a local lookup always is.
+  JobLookup(Job found) : job(std::move(found)) {} // NOLINT(google-explicit-constructor)
+  JobLookup(std::optional<Job> found)
+      : job(std::move(found)) {} // NOLINT(google-explicit-constructor)
+  static JobLookup unavailable_now() {
+    JobLookup lookup;
+    lookup.unavailable = true;
+    return lookup;
+  }
+
+  std::optional<Job> job;
+  bool unavailable = false;
 };
 
 // with_spec: the journal keeps the spec, its digest and the submitter;

@@ -64,11 +64,13 @@ public:
   JobManager& operator=(const JobManager&) = delete;
 
   SubmitResult submit(const Submission& submission);
-  std::optional<Job> find(const std::string& id) const;
+  // This node's job, or the cluster's (unavailable when Redis does not answer).
+  JobLookup find(const std::string& id) const;
   // `done` runs once, on some thread: with the job when it finishes, or with
-  // its state at `deadline`, or with nullopt for an unknown id.
+  // its state at `deadline`, or with no job for an unknown id (unavailable
+  // when a cluster job could not be read from Redis all along).
   void wait(const std::string& id, std::chrono::steady_clock::time_point deadline,
-            std::function<void(std::optional<Job>)> done);
+            std::function<void(JobLookup)> done);
   // A count of the changes a listing shows: a job admitted, joined, started,
   // making progress or finished. The dashboard's live job list long-polls on it.
   std::uint64_t changes() const;
@@ -79,8 +81,8 @@ public:
   void wait_for_change(std::uint64_t seen, std::chrono::steady_clock::time_point deadline,
                        std::function<void()> done);
   // A queued job is cancelled at once; a running one when its worker is killed
-  // (within ~50 ms). Returns the job as it is now; nullopt for an unknown id.
-  std::optional<Job> cancel(const std::string& id);
+  // (within ~50 ms). Returns the job as it is now; no job for an unknown id.
+  JobLookup cancel(const std::string& id);
   // Newest first; `state` filters.
   std::vector<Job> list(std::optional<JobState> state, std::size_t limit) const;
   std::optional<std::size_t> queue_position(const std::string& id) const;
@@ -118,7 +120,7 @@ public:
 
 private:
   using Clock = std::chrono::steady_clock;
-  using WaitCallback = std::function<void(std::optional<Job>)>;
+  using WaitCallback = std::function<void(JobLookup)>;
   using Callbacks = std::vector<std::pair<WaitCallback, Job>>;
   struct Metrics {
     explicit Metrics(MetricsRegistry& registry);

@@ -67,12 +67,14 @@ public:
 
   // nullopt: Redis could not be asked (the caller queues the job locally).
   std::optional<SubmitResult> submit(const Job& job, const std::string& key);
-  std::optional<Job> find(const std::string& id);
-  std::optional<Job> cancel(const std::string& id);
+  // Unavailable when Redis does not answer: not the same as no such job.
+  JobLookup find(const std::string& id);
+  JobLookup cancel(const std::string& id);
   // `done` runs once, on the waiter thread (or at once): with the job when it
-  // finishes or at `deadline`, or nullopt when Redis knows no such job.
+  // finishes or at `deadline`, with no job when Redis knows no such job, and
+  // unavailable when Redis did not answer once before `deadline`.
   void wait(const std::string& id, std::chrono::steady_clock::time_point deadline,
-            std::function<void(std::optional<Job>)> done);
+            std::function<void(JobLookup)> done);
   std::vector<Job> list(std::optional<JobState> state, std::size_t limit);
   std::size_t running() const;
   // What this node serves: the streams it reads.
@@ -85,7 +87,7 @@ public:
 
 private:
   using Clock = std::chrono::steady_clock;
-  using WaitCallback = std::function<void(std::optional<Job>)>;
+  using WaitCallback = std::function<void(JobLookup)>;
   struct Running {
     RedisJobQueue::Claim claim;
     std::stop_source cancel;
@@ -119,7 +121,9 @@ private:
   std::map<std::string, Running> running_; // job id -> its claim
   struct Waiters {
     std::vector<std::pair<Clock::time_point, WaitCallback>> calls; // deadline, callback
-    Job last; // as last seen: what a deadline (or Redis down) answers
+    std::optional<Job> last; // as last seen: what a deadline (or Redis down) answers
+    // The job as last seen; unavailable if Redis never answered for it.
+    JobLookup answer() const { return last ? JobLookup(last) : JobLookup::unavailable_now(); }
   };
   std::map<std::string, Waiters> waiters_; // job id -> its long-polls
   bool poke_ = false;                      // an event came: the waiter looks now

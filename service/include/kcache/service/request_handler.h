@@ -145,7 +145,7 @@ private:
   std::optional<Response> refuse_submission_head(const Request& head) const;
   Response show_job(const Request& request, const RouteArgs& args);
   Response cancel_job(const Request& request, const RouteArgs& args);
-  Response job_response(const Request& request, const std::optional<Job>& job, std::string_view id);
+  Response job_response(const Request& request, const JobLookup& found, std::string_view id);
   void wait_for_job(const Request& request, const RouteArgs& args, std::chrono::milliseconds wait,
                     const Responder& respond);
   // GET /v1/jobs?since=N&wait_ms=M: the listing once a job changed after N.
