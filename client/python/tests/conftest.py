@@ -11,6 +11,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 
+# Scalar C++ kernels in every torch test and in the trainer processes the tests
+# start (they inherit this environment): Inductor's vector-ISA probe and
+# vectorized kernels cost a CPU trainer 2-3x its compile time on a 2-core CI
+# machine (a bundle test: 81 s, 28 s without), and no test here is about the
+# kernels' code. Set before any test module imports torch, which reads it then.
+os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "0")
+
 
 def _kcached() -> str:
     env = os.environ.get("KCACHED")
