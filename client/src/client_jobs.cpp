@@ -175,10 +175,13 @@ Result<CompileOutcome> Client::get_or_compile(const CompileRequest& request) {
       }
       // Long-polls of at most a minute: a daemon restart costs one poll, not the wait.
       auto polled = this->job(job.id, std::min(left, std::chrono::milliseconds(60'000)));
-      if (!polled && polled.error().http_status == 503 &&
-          Clock::now() + kUnreadableJobRetry < deadline) {
-        // The job lives in the cluster queue and its Redis did not answer:
-        // the job is not gone, so poll again while the wait lasts.
+      if (!polled && polled.error().http_status == 503) {
+        // kcached could not answer for the job now (its cluster queue's Redis
+        // did not, or it is busy): the job is not gone. Poll again while the
+        // wait lasts; at its end the job is pending, as one still running is.
+        if (Clock::now() + kUnreadableJobRetry >= deadline) {
+          return CompileOutcome{Kind::kPending, std::nullopt, std::move(job)};
+        }
         std::this_thread::sleep_for(kUnreadableJobRetry);
         continue;
       }

@@ -307,7 +307,8 @@ void JobManager::wait(const std::string& id, Clock::time_point deadline,
   {
     std::lock_guard lock(mu_);
     const Job* job = table_.find(id);
-    cluster = job == nullptr && cluster_ && !stopping_;
+    // Stopping, the cluster still answers with the job as it is (or 503).
+    cluster = job == nullptr && cluster_;
     if (job != nullptr && !is_finished(job->state) && !stopping_ && deadline > Clock::now()) {
       waiters_.add(id, deadline, std::move(done));
       ++waiters_generation_;

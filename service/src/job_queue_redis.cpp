@@ -378,6 +378,9 @@ Result<std::optional<Job>> RedisJobQueue::cancel(const std::string& id) {
   if (!done) {
     return tl::unexpected(done.error());
   }
+  if (done->is_error()) { // CLUSTERDOWN, READONLY...: not cancelled, and not known to run
+    return reply_error(*done, "EVAL cancel");
+  }
   if (done->str == "cancelled") {
     (void)release_single_flight(cancelled.compile_key, id);
     uncount(cancelled);

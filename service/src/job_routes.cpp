@@ -10,6 +10,7 @@
 #include <kcache/service/job_manager.h>
 #include <kcache/service/key_namespace.h>
 #include <kcache/service/request_handler.h>
+#include <kcache/storage/redis_client.h>
 
 #include <algorithm>
 #include <charconv>
@@ -215,14 +216,21 @@ void RequestHandler::wait_for_job(const Request& request, const RouteArgs& args,
     respond(handle(request));
     return;
   }
-  if (JobLookup found = jobs_->find(std::string(args.param));
+  // A hung Redis master costs this request one op timeout, not one per read
+  // (the lookup below and the wait's own run on an I/O thread).
+  const storage::RedisCallScope redis_calls;
+  const auto start = std::chrono::steady_clock::now();
+  const std::string id(args.param);
+  if (JobLookup found = jobs_->find(id);
       !found.job || !may_touch_job(args.who, *found.job, Role::kRead)) {
-    respond(handle(request)); // 404 (or 503) at once
+    found.job.reset(); // one it may not read is as if there were none
+    Response response = job_response(request, found, id);
+    record_metrics(args.label, http::verb::get, response.result_int(),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    respond(std::move(response)); // 404, or 503 when Redis did not answer, at once
     return;
   }
   // The answer comes from the job manager, on its thread.
-  const auto start = std::chrono::steady_clock::now();
-  const std::string id(args.param);
   jobs_->wait(
       id, start + wait,
       [this, respond, id, start, label = args.label, version = request.version(),

@@ -6,6 +6,7 @@ import json
 import os
 import tempfile
 import threading
+import time
 
 import pytest
 
@@ -106,6 +107,7 @@ class _ScriptedDaemon(http.server.BaseHTTPRequestHandler):
     job cannot be read now), then the job, failed."""
 
     polls: list = []
+    unreadable = 1  # how many polls answer 503 before the job is read
 
     def _answer(self, status: int, body: dict, headers: dict | None = None):
         data = json.dumps(body).encode()
@@ -122,7 +124,7 @@ class _ScriptedDaemon(http.server.BaseHTTPRequestHandler):
             return self._answer(404, {"error": "not found"})
         if self.path.startswith("/v1/jobs/j-1"):
             self.polls.append(self.path)
-            if len(self.polls) == 1:
+            if len(self.polls) <= self.unreadable:
                 return self._answer(503, {"error": "job j-1 cannot be read now; retry"}, {"Retry-After": "1"})
             job = {"id": "j-1", "compile_key": "ck", "state": "failed", "error": {"code": "compile-failed", "message": "boom"}}
             return self._answer(200, job)
@@ -136,16 +138,38 @@ class _ScriptedDaemon(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_a_job_kcached_cannot_read_for_a_moment_is_polled_again_not_given_up():
+def _scripted_daemon(unreadable: int) -> http.server.ThreadingHTTPServer:
     _ScriptedDaemon.polls = []
+    _ScriptedDaemon.unreadable = unreadable
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ScriptedDaemon)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_a_job_kcached_cannot_read_for_a_moment_is_polled_again_not_given_up():
+    server = _scripted_daemon(unreadable=1)
     try:
         c = kcache.Client(f"http://127.0.0.1:{server.server_address[1]}", fail_open=False)
         result = c.get_or_compile("py-unreadable-job", AXPY, timeout_s=20)
         # The 503 did not end the wait: the next poll saw the job's end.
         assert len(_ScriptedDaemon.polls) == 2, _ScriptedDaemon.polls
         assert result.outcome == "failed", (result.outcome, c.last_error)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_job_kcached_cannot_read_until_the_wait_ends_is_pending_at_its_end():
+    server = _scripted_daemon(unreadable=10**6)
+    try:
+        c = kcache.Client(f"http://127.0.0.1:{server.server_address[1]}", fail_open=False)
+        started = time.monotonic()
+        result = c.get_or_compile("py-unreadable-job", AXPY, timeout_s=2)
+        waited = time.monotonic() - started
+        # Not an error, and not past the caller's wait: pending, as a job still running is.
+        assert result.outcome == "pending", (result.outcome, c.last_error)
+        assert 1.0 <= waited < 4.0, waited
+        assert 2 <= len(_ScriptedDaemon.polls) <= 6, _ScriptedDaemon.polls
     finally:
         server.shutdown()
         server.server_close()
