@@ -68,6 +68,8 @@ def environment(tmp_path: Path, name: str, url: str, **extra: str) -> dict:
         KCACHE_TORCH_TIMEOUT_MS="500",
         PYTHONPATH=os.pathsep.join(filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")])),
     )
+    if "TORCHINDUCTOR_VEC_ISA_OK" in os.environ:  # conftest's scalar kernels: quicker, and not what is tested
+        env["TORCHINDUCTOR_VEC_ISA_OK"] = os.environ["TORCHINDUCTOR_VEC_ISA_OK"]
     env.update(extra)
     return env
 
