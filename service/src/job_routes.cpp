@@ -64,6 +64,16 @@ bool may_touch_job(const Principal& who, const Job& job, Role need) {
   return !client_keys && who.may_somewhere(need);
 }
 
+// Job `id` as `who` may see it: one it may not read is as if there were none
+// (404; 503 stays, when the cluster's Redis could not say either way).
+JobLookup readable_job(const JobManager& jobs, const std::string& id, const Principal& who) {
+  JobLookup found = jobs.find(id);
+  if (found.job && !may_touch_job(who, *found.job, Role::kRead)) {
+    found.job.reset();
+  }
+  return found;
+}
+
 // Room for the submission's other members around its spec.
 constexpr std::uint64_t kSubmissionSlack = 64 << 10;
 
@@ -185,11 +195,7 @@ Response RequestHandler::show_job(const Request& req, const RouteArgs& args) {
   if (jobs_ == nullptr) {
     return no_workers(req);
   }
-  JobLookup found = jobs_->find(std::string(args.param));
-  if (found.job && !may_touch_job(args.who, *found.job, Role::kRead)) {
-    found.job.reset(); // as if there were none
-  }
-  return job_response(req, found, args.param);
+  return job_response(req, readable_job(*jobs_, std::string(args.param), args.who), args.param);
 }
 
 Response RequestHandler::cancel_job(const Request& req, const RouteArgs& args) {
@@ -197,9 +203,8 @@ Response RequestHandler::cancel_job(const Request& req, const RouteArgs& args) {
     return no_workers(req);
   }
   const std::string id(args.param);
-  JobLookup found = jobs_->find(id);
-  if (!found.job || !may_touch_job(args.who, *found.job, Role::kRead)) {
-    found.job.reset(); // one it may not read is as if there were none
+  const JobLookup found = readable_job(*jobs_, id, args.who);
+  if (!found.job) {
     return job_response(req, found, id);
   }
   if (!may_touch_job(args.who, *found.job, Role::kSubmit)) {
@@ -221,9 +226,7 @@ void RequestHandler::wait_for_job(const Request& request, const RouteArgs& args,
   const storage::RedisCallScope redis_calls;
   const auto start = std::chrono::steady_clock::now();
   const std::string id(args.param);
-  if (JobLookup found = jobs_->find(id);
-      !found.job || !may_touch_job(args.who, *found.job, Role::kRead)) {
-    found.job.reset(); // one it may not read is as if there were none
+  if (const JobLookup found = readable_job(*jobs_, id, args.who); !found.job) {
     Response response = job_response(request, found, id);
     record_metrics(args.label, http::verb::get, response.result_int(),
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

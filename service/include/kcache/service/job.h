@@ -51,10 +51,9 @@ struct Job : protocol::JobView {
 // (HTTP 503, retried by the client), never an empty `job` (404).
 struct JobLookup {
   JobLookup() = default;
-  // A found job, or none: what a local lookup always is.
-  JobLookup(Job found) : job(std::move(found)) {} // NOLINT(google-explicit-constructor)
-  JobLookup(std::optional<Job> found)
-      : job(std::move(found)) {} // NOLINT(google-explicit-constructor)
+  // Implicit: a found job, or none, is what a local lookup always is.
+  JobLookup(Job found) : job(std::move(found)) {}
+  JobLookup(std::optional<Job> found) : job(std::move(found)) {}
   static JobLookup unavailable_now() {
     JobLookup lookup;
     lookup.unavailable = true;
